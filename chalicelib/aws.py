@@ -1,0 +1,59 @@
+"""AWS clients, created lazily once per container and injected where they are used."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+
+from chalicelib.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
+    from mypy_boto3_s3 import S3Client
+
+_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 4},
+    connect_timeout=5,
+    read_timeout=10,
+    max_pool_connections=64,
+)
+
+
+class Clients:
+    """Lazily built boto3 clients for one region and its endpoints."""
+
+    def __init__(self, settings: Settings, region: str | None = None) -> None:
+        self._settings = settings
+        self.region = region or settings.region
+        self._lock = threading.Lock()
+        self._cache: dict[str, Any] = {}
+
+    def _client(self, service: str, endpoint: str | None) -> Any:
+        with self._lock:
+            if service not in self._cache:
+                self._cache[service] = boto3.session.Session().client(
+                    service,  # type: ignore[call-overload]
+                    region_name=self.region,
+                    endpoint_url=endpoint,
+                    config=_CONFIG,
+                )
+            return self._cache[service]
+
+    @property
+    def dynamodb(self) -> DynamoDBClient:
+        """The DynamoDB client."""
+        return self._client("dynamodb", self._settings.dynamodb_endpoint)  # type: ignore[no-any-return]
+
+    @property
+    def streams(self) -> DynamoDBStreamsClient:
+        """The DynamoDB Streams client."""
+        return self._client("dynamodbstreams", self._settings.dynamodb_endpoint)  # type: ignore[no-any-return]
+
+    @property
+    def s3(self) -> S3Client:
+        """The S3 client."""
+        return self._client("s3", self._settings.s3_endpoint)  # type: ignore[no-any-return]

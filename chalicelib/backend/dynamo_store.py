@@ -1,0 +1,349 @@
+"""The message store on DynamoDB: batched writes, index queries and conditional claims."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from chalicelib.backend import items
+from chalicelib.backend.bodies import BodyStore
+from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
+from chalicelib.backend.items import VISIBLE_INDEX, Item
+from chalicelib.backend.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
+from chalicelib.backend.store import CandidatePage, VisibilityChange
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+THROTTLE_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
+_BATCH_RETRIES = 5
+
+
+def error_code(exc: ClientError) -> str:
+    """The error code of a botocore ClientError."""
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Map DynamoDB faults to store errors at the storage boundary."""
+    try:
+        yield
+    except ClientError as exc:
+        if error_code(exc) in THROTTLE_CODES:
+            raise StoreThrottledError(str(exc)) from exc
+        raise StoreError(str(exc)) from exc
+    except BotoCoreError as exc:
+        raise StoreUnavailableError(str(exc)) from exc
+
+
+class DynamoMessageStore:
+    """MessageStore over one messages table (a cluster) and its S3 body bucket."""
+
+    def __init__(
+        self, client: DynamoDBClient, table: str, bodies: BodyStore, inline_limit: int
+    ) -> None:
+        self._db = client
+        self.table = table
+        self._bodies = bodies
+        self._inline_limit = inline_limit
+
+    # -- writes ---------------------------------------------------------------------------
+    def put_messages(self, queue_id: str, shard: int, messages: Sequence[Message]) -> set[str]:
+        """BatchWriteItem with retries of unprocessed items; large bodies go to S3 first."""
+        stored = [self._offload(queue_id, m) for m in messages]
+        requests = [{"PutRequest": {"Item": items.to_item(queue_id, shard, m)}} for m in stored]
+        if len(requests) == 1:
+            with translate_errors():
+                self._db.put_item(TableName=self.table, Item=requests[0]["PutRequest"]["Item"])
+            return set()
+        unprocessed = self._batch_write(requests)
+        return {str(r["PutRequest"]["Item"]["sk"]["S"]) for r in unprocessed}
+
+    def _offload(self, queue_id: str, message: Message) -> Message:
+        if items.encoded_size(message) <= self._inline_limit:
+            return message
+        body_key = BodyStore.key_for(queue_id, message.message_id)
+        with translate_errors():
+            self._bodies.put(body_key, message.body)
+        return message.with_changes(body_key=body_key)
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Write in chunks of 25; return what stayed unprocessed after bounded retries."""
+        pending = list(requests)
+        left: list[dict[str, Any]] = []
+        for start in range(0, len(pending), 25):
+            chunk = pending[start : start + 25]
+            for attempt in range(_BATCH_RETRIES):
+                with translate_errors():
+                    result = self._db.batch_write_item(RequestItems={self.table: chunk})
+                chunk = list(result.get("UnprocessedItems", {}).get(self.table, []))
+                if not chunk:
+                    break
+                time.sleep(0.01 * 2**attempt)
+            left.extend(chunk)
+        return left
+
+    # -- receive --------------------------------------------------------------------------
+    def find_candidates(
+        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None
+    ) -> CandidatePage:
+        """Query the visibility index: `pk = :shard AND visible_at <= :now`, oldest first."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": VISIBLE_INDEX,
+            "KeyConditionExpression": "pk = :pk AND visible_at <= :now",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": items.partition_key(queue_id, shard)},
+                ":now": {"N": str(now_ms)},
+            },
+            "Limit": limit,
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = {
+                **items.key(queue_id, shard, after.message_id),
+                "visible_at": {"N": str(after.visible_at)},
+            }
+        with translate_errors():
+            result = self._db.query(**kwargs)
+        found = [items.to_candidate(i) for i in result.get("Items", [])]
+        return CandidatePage(found, "LastEvaluatedKey" in result, len(found))
+
+    def claim(
+        self, queue_id: str, shard: int, candidate: Candidate, visible_at: int, token: str,
+        now_ms: int,
+    ) -> Message | None:
+        """Conditional UpdateItem on `visible_at = :seen`: one winner per visibility window."""
+        try:
+            with translate_errors():
+                result = self._db.update_item(
+                    TableName=self.table,
+                    Key=items.key(queue_id, shard, candidate.message_id),
+                    UpdateExpression=(
+                        "SET visible_at = :vis, claim = :tok, rc = rc + :one, "
+                        "frc = if_not_exists(frc, :now)"
+                    ),
+                    ConditionExpression="visible_at = :seen",
+                    ExpressionAttributeValues={
+                        ":vis": {"N": str(visible_at)},
+                        ":tok": {"S": token},
+                        ":one": {"N": "1"},
+                        ":now": {"N": str(now_ms)},
+                        ":seen": {"N": str(candidate.visible_at)},
+                    },
+                    ReturnValues="ALL_NEW",
+                )
+        except StoreError as exc:
+            if _is_condition_failure(exc):
+                return None
+            raise
+        return self._load(result["Attributes"])
+
+    def _load(self, item: Item) -> Message:
+        body_key = item.get("body_key", {}).get("S")
+        if body_key is None:
+            return items.from_item(item)
+        with translate_errors():
+            return items.from_item(item, body=self._bodies.get(body_key))
+
+    def move(
+        self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
+        target_shard: int, target_retention_ms: int, now_ms: int,
+    ) -> bool:
+        """TransactWriteItems: delete at the source (if unchanged) and put at the target."""
+        source_key = items.key(queue_id, shard, candidate.message_id)
+        with translate_errors():
+            found = self._db.get_item(TableName=self.table, Key=source_key, ConsistentRead=True)
+        if "Item" not in found:
+            return False
+        source = items.from_item(found["Item"])
+        moved = source.with_changes(
+            visible_at=now_ms, expires_ms=source.sent_ms + target_retention_ms, receive_count=0, first_receive_ms=0,
+            claim_token="",
+        )
+        if moved.body_key:
+            new_key = BodyStore.key_for(target_queue_id, moved.message_id)
+            with translate_errors():
+                self._bodies.copy(moved.body_key, new_key)
+            moved = moved.with_changes(body_key=new_key)
+        target_item = items.to_item(target_queue_id, target_shard, moved)
+        if moved.body_key:
+            target_item["body_size"] = found["Item"].get("body_size", {"N": "0"})
+        ops = [
+            {"Delete": {"TableName": self.table, "Key": source_key,
+                        "ConditionExpression": "visible_at = :seen",
+                        "ExpressionAttributeValues": {":seen": {"N": str(candidate.visible_at)}}}},
+            {"Put": {"TableName": self.table, "Item": target_item}},
+        ]
+        try:
+            with translate_errors():
+                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+        except StoreError as exc:
+            if _is_condition_failure(exc):
+                return False
+            raise
+        return True
+
+    # -- delete and visibility ---------------------------------------------------------------
+    def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
+        """BatchWriteItem deletes of expired messages (best effort: the sweeper retries)."""
+        requests = [{"DeleteRequest": {"Key": items.key(queue_id, shard, m)}} for m in message_ids]
+        self._batch_write(requests)
+
+    def delete_claimed(self, refs: Sequence[MessageRef]) -> None:
+        """Conditional deletes on the claim token, batched in one transaction."""
+        unique = {(r.queue_id, r.shard, r.message_id): r for r in refs}.values()
+        ops = [
+            {"Delete": {"TableName": self.table,
+                        "Key": items.key(r.queue_id, r.shard, r.message_id),
+                        "ConditionExpression": "claim = :tok",
+                        "ExpressionAttributeValues": {":tok": {"S": r.claim_token}}}}
+            for r in unique
+        ]
+        self._conditional(ops)
+
+    def change_visibility(
+        self, changes: Sequence[VisibilityChange], now_ms: int
+    ) -> list[VisibilityOutcome]:
+        """Conditional updates (claim held, still in flight), batched in one transaction."""
+        ops = [
+            {"Update": {"TableName": self.table,
+                        "Key": items.key(c.ref.queue_id, c.ref.shard, c.ref.message_id),
+                        "UpdateExpression": "SET visible_at = :vis",
+                        "ConditionExpression": "claim = :tok AND visible_at > :now",
+                        "ExpressionAttributeValues": {
+                            ":vis": {"N": str(c.visible_at)},
+                            ":tok": {"S": c.ref.claim_token},
+                            ":now": {"N": str(now_ms)},
+                        },
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
+            for c in changes
+        ]
+        failures = self._conditional(ops)
+        return [
+            _visibility_outcome(failures.get(i), c.ref) if i in failures else
+            VisibilityOutcome.CHANGED
+            for i, c in enumerate(changes)
+        ]
+
+    def _conditional(self, ops: list[dict[str, Any]]) -> dict[int, Item | None]:
+        """Run conditional writes; return {op index: old item or None} for failed conditions.
+
+        A single write is a plain call. Several go in one transaction; when some
+        conditions fail, the transaction is cancelled and the others run again.
+        """
+        failed: dict[int, Item | None] = {}
+        pending = list(range(len(ops)))
+        for _ in range(_BATCH_RETRIES):
+            if not pending:
+                break
+            pending = self._conditional_round(ops, pending, failed)
+        if pending:
+            raise StoreUnavailableError("conditional writes kept conflicting")
+        return failed
+
+    def _conditional_round(
+        self, ops: list[dict[str, Any]], pending: list[int], failed: dict[int, Item | None]
+    ) -> list[int]:
+        if len(pending) == 1:
+            return self._conditional_single(ops, pending[0], failed)
+        try:
+            with translate_errors():
+                self._db.transact_write_items(TransactItems=[ops[i] for i in pending])  # type: ignore[misc]
+        except StoreError as exc:
+            reasons = _cancellation_reasons(exc)
+            if reasons is None:
+                raise
+            retry = []
+            for index, reason in zip(pending, reasons, strict=False):
+                if reason.get("Code") == "ConditionalCheckFailed":
+                    failed[index] = reason.get("Item")
+                else:
+                    retry.append(index)
+            return retry
+        return []
+
+    def _conditional_single(
+        self, ops: list[dict[str, Any]], index: int, failed: dict[int, Item | None]
+    ) -> list[int]:
+        (kind, op), = ops[index].items()
+        call = self._db.delete_item if kind == "Delete" else self._db.update_item
+        try:
+            with translate_errors():
+                call(**op)
+        except StoreError as exc:
+            if not _is_condition_failure(exc):
+                raise
+            cause = exc.__cause__
+            failed[index] = cause.response.get("Item") if isinstance(cause, ClientError) else None
+        return []
+
+    # -- counts and purge -------------------------------------------------------------------
+    def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
+        """Count the index on each side of `now` (a query, never a scan)."""
+        pk = {":pk": {"S": items.partition_key(queue_id, shard)}, ":now": {"N": str(now_ms)}}
+        visible = 0
+        for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at <= :now",
+                                ExpressionAttributeValues=pk, Select="COUNT"):
+            visible += int(page.get("Count", 0))
+        in_flight = delayed = 0
+        for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at > :now",
+                                ExpressionAttributeValues=pk, ProjectionExpression="rc"):
+            for item in page.get("Items", []):
+                if int(item["rc"]["N"]) > 0:
+                    in_flight += 1
+                else:
+                    delayed += 1
+        return Counts(visible, in_flight, delayed)
+
+    def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        start: dict[str, Any] | None = None
+        while True:
+            extra = {"ExclusiveStartKey": start} if start else {}
+            with translate_errors():
+                page = self._db.query(TableName=self.table, IndexName=VISIBLE_INDEX,
+                                      **kwargs, **extra)
+            yield dict(page)
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    def purge(self, queue_id: str, shard: int) -> int:
+        """Delete every message of a shard, 25 keys to a BatchWriteItem."""
+        deleted = 0
+        values = {":pk": {"S": items.partition_key(queue_id, shard)}}
+        for page in self._pages(KeyConditionExpression="pk = :pk",
+                                ExpressionAttributeValues=values,
+                                ProjectionExpression="pk, sk"):
+            keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}}
+                    for i in page.get("Items", [])]
+            left = self._batch_write(keys)
+            if left:
+                raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
+            deleted += len(keys)
+        return deleted
+
+
+def _is_condition_failure(exc: StoreError) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, ClientError) and error_code(cause) == "ConditionalCheckFailedException"
+
+
+def _cancellation_reasons(exc: StoreError) -> list[dict[str, Any]] | None:
+    cause = exc.__cause__
+    if not isinstance(cause, ClientError) or error_code(cause) != "TransactionCanceledException":
+        return None
+    reasons = cause.response.get("CancellationReasons")
+    return list(reasons) if reasons else None
+
+
+def _visibility_outcome(old: Item | None, ref: MessageRef) -> VisibilityOutcome:
+    if not old or old.get("claim", {}).get("S") != ref.claim_token:
+        return VisibilityOutcome.NOT_FOUND
+    return VisibilityOutcome.NOT_IN_FLIGHT

@@ -1,0 +1,129 @@
+"""Conversion between Message and the DynamoDB item of the messages table."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from chalicelib.backend.messages import AttributeValue, Candidate, Message
+
+Item = dict[str, Any]
+
+VISIBLE_INDEX = "visible-index"
+
+
+def partition_key(queue_id: str, shard: int) -> str:
+    """`<queue id>#<shard>`, the partition key of a queue shard."""
+    return f"{queue_id}#{shard}"
+
+
+def key(queue_id: str, shard: int, message_id: str) -> Item:
+    """The primary key of a message item."""
+    return {"pk": {"S": partition_key(queue_id, shard)}, "sk": {"S": message_id}}
+
+
+def _encode_attributes(values: dict[str, AttributeValue]) -> str:
+    encoded = {
+        name: [v.data_type, "b", base64.b64encode(v.binary_value or b"").decode()]
+        if v.is_binary
+        else [v.data_type, "s", v.string_value or ""]
+        for name, v in values.items()
+    }
+    return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False)
+
+
+def _decode_attributes(raw: str | None) -> dict[str, AttributeValue]:
+    if not raw:
+        return {}
+    result: dict[str, AttributeValue] = {}
+    for name, (data_type, kind, value) in json.loads(raw).items():
+        if kind == "b":
+            result[name] = AttributeValue(data_type, binary_value=base64.b64decode(value))
+        else:
+            result[name] = AttributeValue(data_type, string_value=value)
+    return result
+
+
+def encoded_size(message: Message) -> int:
+    """Bytes the body and attributes take in an item."""
+    return len(message.body.encode("utf-8")) + len(_encode_attributes(message.attributes))
+
+
+def to_item(queue_id: str, shard: int, message: Message) -> Item:
+    """The DynamoDB item for a message; a body stored in S3 leaves only its key."""
+    item: Item = {
+        **key(queue_id, shard, message.message_id),
+        "visible_at": {"N": str(message.visible_at)},
+        "sent_ms": {"N": str(message.sent_ms)},
+        "expires_ms": {"N": str(message.expires_ms)},
+        "expires_at": {"N": str(message.expires_ms // 1000 + 1)},
+        "body_md5": {"S": message.body_md5},
+        "sender": {"S": message.sender_id},
+        "rc": {"N": str(message.receive_count)},
+    }
+    if message.body_key:
+        item["body_key"] = {"S": message.body_key}
+        item["body_size"] = {"N": str(len(message.body.encode("utf-8")))}
+    else:
+        item["body"] = {"S": message.body}
+    optional = {
+        "attrs": _encode_attributes(message.attributes) if message.attributes else None,
+        "attrs_md5": message.attributes_md5,
+        "sys": _encode_attributes(message.system_attributes)
+        if message.system_attributes
+        else None,
+        "sys_md5": message.system_attributes_md5,
+        "claim": message.claim_token or None,
+    }
+    item.update({k: {"S": v} for k, v in optional.items() if v})
+    if message.first_receive_ms:
+        item["frc"] = {"N": str(message.first_receive_ms)}
+    return item
+
+
+def _s(item: Item, name: str) -> str | None:
+    value = item.get(name)
+    return None if value is None else str(value["S"])
+
+
+def _n(item: Item, name: str, default: int = 0) -> int:
+    value = item.get(name)
+    return default if value is None else int(value["N"])
+
+
+def from_item(item: Item, body: str | None = None) -> Message:
+    """The Message in an item; `body` supplies a body that lives in S3."""
+    return Message(
+        message_id=str(item["sk"]["S"]),
+        body=body if body is not None else (_s(item, "body") or ""),
+        body_md5=_s(item, "body_md5") or "",
+        sent_ms=_n(item, "sent_ms"),
+        visible_at=_n(item, "visible_at"),
+        expires_ms=_n(item, "expires_ms"),
+        sender_id=_s(item, "sender") or "",
+        attributes=_decode_attributes(_s(item, "attrs")),
+        attributes_md5=_s(item, "attrs_md5"),
+        system_attributes=_decode_attributes(_s(item, "sys")),
+        system_attributes_md5=_s(item, "sys_md5"),
+        receive_count=_n(item, "rc"),
+        first_receive_ms=_n(item, "frc"),
+        claim_token=_s(item, "claim") or "",
+        body_key=_s(item, "body_key"),
+    )
+
+
+def shard_of(item: Item) -> int:
+    """The shard number in an item's partition key."""
+    return int(str(item["pk"]["S"]).rsplit("#", 1)[1])
+
+
+def to_candidate(item: Item) -> Candidate:
+    """A candidate from an index entry (keys plus the projected fields)."""
+    return Candidate(
+        shard=shard_of(item),
+        message_id=str(item["sk"]["S"]),
+        visible_at=_n(item, "visible_at"),
+        expires_ms=_n(item, "expires_ms"),
+        receive_count=_n(item, "rc"),
+    )

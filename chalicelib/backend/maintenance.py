@@ -1,0 +1,55 @@
+"""Back-end work run by stream and schedule handlers: body clean-up and retention sweeps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from chalicelib.backend.bodies import BodyStore
+from chalicelib.backend.messages import Candidate
+from chalicelib.backend.store import MessageStore
+from chalicelib.metadata.types import QueueRecord
+
+SWEEP_PAGE = 100
+SWEEP_MAX_PAGES = 20
+
+
+def removed_body_keys(records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
+    """S3 keys of bodies whose message items were removed (deleted, purged or expired)."""
+    keys = []
+    for event_name, old_image in records:
+        if event_name == "REMOVE" and old_image and "body_key" in old_image:
+            keys.append(str(old_image["body_key"]["S"]))
+    return keys
+
+
+def release_bodies(bodies: BodyStore, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> int:
+    """Delete the S3 bodies of removed messages; a dead-letter move keeps its own copy."""
+    keys = removed_body_keys(records)
+    if keys:
+        bodies.delete_many(keys)
+    return len(keys)
+
+
+def sweep_expired(store: MessageStore, queues: Iterable[QueueRecord], now_ms: int) -> int:
+    """Delete visible messages past retention (emulators never run TTL; AWS lags by days)."""
+    removed = 0
+    for queue in queues:
+        for shard in range(queue.shard_count):
+            removed += _sweep_shard(store, queue.queue_id, shard, now_ms)
+    return removed
+
+
+def _sweep_shard(store: MessageStore, queue_id: str, shard: int, now_ms: int) -> int:
+    removed = 0
+    after: Candidate | None = None
+    for _ in range(SWEEP_MAX_PAGES):
+        page = store.find_candidates(queue_id, shard, now_ms, SWEEP_PAGE, after)
+        expired = [c.message_id for c in page.candidates if c.expires_ms <= now_ms]
+        if expired:
+            store.delete_expired(queue_id, shard, expired)
+            removed += len(expired)
+        if not expired or not page.more:
+            break
+        after = page.candidates[-1]
+    return removed

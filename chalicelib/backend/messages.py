@@ -1,0 +1,134 @@
+"""Message domain types: what the store keeps and what a claim hands back."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+
+@dataclass(frozen=True)
+class AttributeValue:
+    """One message attribute: a data type and a string or binary value."""
+
+    data_type: str
+    string_value: str | None = None
+    binary_value: bytes | None = None
+
+    @property
+    def is_binary(self) -> bool:
+        """Binary attributes carry bytes; String and Number carry text."""
+        return self.data_type.split(".", 1)[0] == "Binary"
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message with its visibility state. `visible_at` and `expires_ms` are epoch ms."""
+
+    message_id: str
+    body: str
+    body_md5: str
+    sent_ms: int
+    visible_at: int
+    expires_ms: int
+    sender_id: str = ""
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    attributes_md5: str | None = None
+    system_attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    system_attributes_md5: str | None = None
+    receive_count: int = 0
+    first_receive_ms: int = 0
+    claim_token: str = ""
+    body_key: str | None = None
+
+    def is_visible(self, now_ms: int) -> bool:
+        """True when a receive may claim it."""
+        return self.visible_at <= now_ms and not self.is_expired(now_ms)
+
+    def is_delayed(self, now_ms: int) -> bool:
+        """True while a send delay hides a never-received message."""
+        return self.receive_count == 0 and self.visible_at > now_ms
+
+    def is_expired(self, now_ms: int) -> bool:
+        """True once the retention period has passed: reads treat it as gone."""
+        return self.expires_ms <= now_ms
+
+    def with_changes(self, **changes: object) -> Message:
+        """A copy with some fields replaced."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+class CandidateAction(str, Enum):
+    """What a receive does with a visible candidate."""
+
+    CLAIM = "claim"
+    EXPIRE = "expire"
+    DEAD_LETTER = "dead_letter"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A visible message as the visibility index shows it (keys and a few fields)."""
+
+    shard: int
+    message_id: str
+    visible_at: int
+    expires_ms: int
+    receive_count: int
+
+    def action(self, now_ms: int, max_receive_count: int | None) -> CandidateAction:
+        """Expired messages are dropped; over-received ones go to the dead-letter queue."""
+        if self.expires_ms <= now_ms:
+            return CandidateAction.EXPIRE
+        if max_receive_count is not None and self.receive_count >= max_receive_count:
+            return CandidateAction.DEAD_LETTER
+        return CandidateAction.CLAIM
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    """Where a claimed message lives and which claim the caller holds."""
+
+    queue_id: str
+    shard: int
+    message_id: str
+    claim_token: str
+
+
+class VisibilityOutcome(str, Enum):
+    """Result of a visibility change."""
+
+    CHANGED = "changed"
+    NOT_FOUND = "not_found"
+    NOT_IN_FLIGHT = "not_in_flight"
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Approximate message counts of a queue."""
+
+    visible: int = 0
+    in_flight: int = 0
+    delayed: int = 0
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.visible + other.visible,
+            self.in_flight + other.in_flight,
+            self.delayed + other.delayed,
+        )
+
+
+def new_message_id(now_ms: int) -> str:
+    """A UUID whose first 48 bits are the send time, so sort order is send order."""
+    raw = now_ms.to_bytes(6, "big") + os.urandom(10)
+    value = bytearray(raw)
+    value[6] = (value[6] & 0x0F) | 0x70  # version 7
+    value[8] = (value[8] & 0x3F) | 0x80  # RFC 4122 variant
+    return str(uuid.UUID(bytes=bytes(value)))
+
+
+def new_claim_token() -> str:
+    """A fresh random claim token."""
+    return os.urandom(9).hex()

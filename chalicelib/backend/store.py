@@ -1,0 +1,76 @@
+"""The storage interface the queue logic runs over (the DynamoDB store implements it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from chalicelib.backend.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
+
+
+@dataclass(frozen=True)
+class CandidatePage:
+    """Visible candidates at the head of a shard, and whether more may follow."""
+
+    candidates: list[Candidate]
+    more: bool
+    items_read: int
+
+
+@dataclass(frozen=True)
+class VisibilityChange:
+    """A request to move a claimed message's `visible_at`."""
+
+    ref: MessageRef
+    visible_at: int
+
+
+class MessageStore(Protocol):
+    """Primitives over one messages table; all queue logic lives above them."""
+
+    def put_messages(self, queue_id: str, shard: int, messages: Sequence[Message]) -> set[str]:
+        """Store new messages in one batch; return the ids that could not be stored."""
+        ...
+
+    def find_candidates(
+        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None
+    ) -> CandidatePage:
+        """Read up to `limit` visible candidates from the visibility index, oldest first."""
+        ...
+
+    def claim(
+        self, queue_id: str, shard: int, candidate: Candidate, visible_at: int, token: str,
+        now_ms: int,
+    ) -> Message | None:
+        """Claim a candidate if it is still where the index showed it; None on a lost race."""
+        ...
+
+    def move(
+        self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
+        target_shard: int, target_retention_ms: int, now_ms: int,
+    ) -> bool:
+        """Atomically move a candidate to another queue (dead letters); False on a lost race."""
+        ...
+
+    def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
+        """Remove messages whose retention has passed."""
+        ...
+
+    def delete_claimed(self, refs: Sequence[MessageRef]) -> None:
+        """Delete messages still held by these claims; stale claims delete nothing."""
+        ...
+
+    def change_visibility(
+        self, changes: Sequence[VisibilityChange], now_ms: int
+    ) -> list[VisibilityOutcome]:
+        """Move `visible_at` of in-flight messages held by these claims."""
+        ...
+
+    def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
+        """Approximate visible, in-flight and delayed counts of one shard."""
+        ...
+
+    def purge(self, queue_id: str, shard: int) -> int:
+        """Delete every message of one shard; return how many."""
+        ...

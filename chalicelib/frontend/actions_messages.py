@@ -1,0 +1,189 @@
+"""Message actions: parse parameters, call the message service, shape the response."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from chalicelib.backend.messages import AttributeValue, Message
+from chalicelib.frontend.actions_queues import queue_of
+from chalicelib.frontend.batches import batch_entries, failed_entries
+from chalicelib.frontend.context import RequestContext
+from chalicelib.frontend.params import Params
+from chalicelib.frontend.services import Services
+from chalicelib.service.checksums import md5_of_attributes
+from chalicelib.service.exceptions import InvalidParameterValueError
+from chalicelib.service.messages import EntryFailure, HandleEntry, Received, SendRequest
+
+Response = dict[str, Any]
+SYSTEM_NAMES = (
+    "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
+    "AWSTraceHeader",
+)
+
+
+def _send_request(p: Params, entry_id: str = "") -> SendRequest:
+    return SendRequest(
+        entry_id=entry_id,
+        body=p.optional_str("MessageBody"),
+        delay_seconds=p.optional_int("DelaySeconds"),
+        attributes=p.message_attributes("MessageAttributes"),
+        system_attributes=p.message_attributes("MessageSystemAttributes"),
+    )
+
+
+def _sent(message: Message) -> Response:
+    result: Response = {"MessageId": message.message_id, "MD5OfMessageBody": message.body_md5}
+    if message.attributes_md5:
+        result["MD5OfMessageAttributes"] = message.attributes_md5
+    if message.system_attributes_md5:
+        result["MD5OfMessageSystemAttributes"] = message.system_attributes_md5
+    return result
+
+
+def send_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """SendMessage."""
+    queue = queue_of(svc, p)
+    if p.raw("MessageBody") is None:
+        p.required_str("MessageBody")
+    return _sent(svc.messages.send(queue, _send_request(p)))
+
+
+def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """SendMessageBatch."""
+    queue = queue_of(svc, p)
+    entries = batch_entries(p, "SendMessageBatchRequestEntry")
+    sent, failures = svc.messages.send_batch(
+        queue, [_send_request(e, e.required_str("Id")) for e in entries]
+    )
+    return {
+        "Successful": [{"Id": entry_id, **_sent(m)} for entry_id, m in sent],
+        "Failed": failed_entries(failures),
+    }
+
+
+def _bounded(p: Params, name: str, low: int, high: int) -> int | None:
+    value = p.optional_int(name)
+    if value is not None and not low <= value <= high:
+        raise InvalidParameterValueError(
+            f"Value {value} for parameter {name} is invalid. Reason: Must be between {low} "
+            f"and {high}, if provided."
+        )
+    return value
+
+
+def receive_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """ReceiveMessage."""
+    queue = queue_of(svc, p)
+    max_messages = _bounded(p, "MaxNumberOfMessages", 1, 10) or 1
+    visibility = _bounded(p, "VisibilityTimeout", 0, 43_200)
+    wait = _bounded(p, "WaitTimeSeconds", 0, 20)
+    received = svc.messages.receive(queue, max_messages, visibility, wait)
+    if not received:
+        return {}
+    system = set(p.str_list("AttributeNames")) | set(p.str_list("MessageSystemAttributeNames"))
+    wanted = p.str_list("MessageAttributeNames")
+    return {"Messages": [_received(r, system, wanted) for r in received]}
+
+
+def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
+    values = {
+        "SenderId": message.sender_id,
+        "SentTimestamp": str(message.sent_ms),
+        "ApproximateReceiveCount": str(message.receive_count),
+        "ApproximateFirstReceiveTimestamp": str(message.first_receive_ms),
+    }
+    trace = message.system_attributes.get("AWSTraceHeader")
+    if trace is not None and trace.string_value:
+        values["AWSTraceHeader"] = trace.string_value
+    if "All" in names:
+        return values
+    return {k: v for k, v in values.items() if k in names}
+
+
+def _selected(message: Message, wanted: list[str]) -> dict[str, AttributeValue]:
+    if not wanted:
+        return {}
+    if "All" in wanted or ".*" in wanted:
+        return dict(message.attributes)
+    prefixes = tuple(w[:-1] for w in wanted if w.endswith(".*"))
+    return {
+        k: v for k, v in message.attributes.items()
+        if k in wanted or (prefixes and k.startswith(prefixes))
+    }
+
+
+def _attribute_json(value: AttributeValue) -> Response:
+    if value.is_binary:
+        encoded = base64.b64encode(value.binary_value or b"").decode()
+        return {"DataType": value.data_type, "BinaryValue": encoded}
+    return {"DataType": value.data_type, "StringValue": value.string_value}
+
+
+def _received(received: Received, system: set[str], wanted: list[str]) -> Response:
+    message = received.message
+    result: Response = {
+        "MessageId": message.message_id,
+        "ReceiptHandle": received.receipt_handle,
+        "MD5OfBody": message.body_md5,
+        "Body": message.body,
+    }
+    attributes = _system_attributes(message, system)
+    if attributes:
+        result["Attributes"] = attributes
+    selected = _selected(message, wanted)
+    if selected:
+        result["MessageAttributes"] = {k: _attribute_json(v) for k, v in selected.items()}
+        result["MD5OfMessageAttributes"] = md5_of_attributes(selected)
+    return result
+
+
+def delete_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """DeleteMessage."""
+    queue = queue_of(svc, p)
+    _, failures = svc.messages.delete(queue, [HandleEntry("", p.required_str("ReceiptHandle"))])
+    _raise_single(failures)
+    return {}
+
+
+def delete_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """DeleteMessageBatch."""
+    queue = queue_of(svc, p)
+    entries = [
+        HandleEntry(e.required_str("Id"), e.required_str("ReceiptHandle"))
+        for e in batch_entries(p, "DeleteMessageBatchRequestEntry")
+    ]
+    done, failures = svc.messages.delete(queue, entries)
+    return {"Successful": [{"Id": i} for i in done], "Failed": failed_entries(failures)}
+
+
+def _visibility_timeout(p: Params) -> int:
+    value = p.optional_int("VisibilityTimeout")
+    if value is None:
+        p.required_str("VisibilityTimeout")
+    return int(value or 0)
+
+
+def change_message_visibility(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """ChangeMessageVisibility."""
+    queue = queue_of(svc, p)
+    entry = HandleEntry("", p.required_str("ReceiptHandle"), _visibility_timeout(p))
+    _, failures = svc.messages.change_visibility(queue, [entry])
+    _raise_single(failures)
+    return {}
+
+
+def change_message_visibility_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """ChangeMessageVisibilityBatch."""
+    queue = queue_of(svc, p)
+    entries = [
+        HandleEntry(e.required_str("Id"), e.required_str("ReceiptHandle"), _visibility_timeout(e))
+        for e in batch_entries(p, "ChangeMessageVisibilityBatchRequestEntry")
+    ]
+    done, failures = svc.messages.change_visibility(queue, entries)
+    return {"Successful": [{"Id": i} for i in done], "Failed": failed_entries(failures)}
+
+
+def _raise_single(failures: list[EntryFailure]) -> None:
+    if failures:
+        raise failures[0].error

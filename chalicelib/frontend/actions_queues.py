@@ -1,0 +1,129 @@
+"""Queue actions: parse parameters, call the queue service, shape the response."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from chalicelib.frontend.context import RequestContext, parse_queue_url
+from chalicelib.frontend.params import Params
+from chalicelib.frontend.services import Services
+from chalicelib.metadata.types import QueueRecord
+from chalicelib.service.exceptions import InvalidParameterValueError
+
+Response = dict[str, Any]
+
+
+def queue_of(svc: Services, p: Params) -> QueueRecord:
+    """The active queue named by the QueueUrl parameter."""
+    account, name = parse_queue_url(p.required_str("QueueUrl"))
+    return svc.queues.get(account, name)
+
+
+def create_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """CreateQueue."""
+    record = svc.queues.create(
+        ctx.account, ctx.region, p.required_str("QueueName"), p.str_map("Attributes"),
+        p.str_map("tags"),
+    )
+    return {"QueueUrl": ctx.queue_url(record.account, record.name)}
+
+
+def get_queue_url(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """GetQueueUrl."""
+    account = p.optional_str("QueueOwnerAWSAccountId") or ctx.account
+    record = svc.queues.get(account, p.required_str("QueueName"))
+    return {"QueueUrl": ctx.queue_url(record.account, record.name)}
+
+
+def _decode_token(token: str | None) -> str | None:
+    if not token:
+        return None
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidParameterValueError("Invalid NextToken value.") from exc
+
+
+def list_queues(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """ListQueues with QueueNamePrefix, MaxResults and NextToken."""
+    records, last = svc.queues.list(
+        ctx.account, p.optional_str("QueueNamePrefix") or "", p.optional_int("MaxResults"),
+        _decode_token(p.optional_str("NextToken")),
+    )
+    response: Response = {}
+    if records:
+        response["QueueUrls"] = [ctx.queue_url(r.account, r.name) for r in records]
+    if last:
+        response["NextToken"] = base64.urlsafe_b64encode(last.encode()).decode()
+    return response
+
+
+def delete_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """DeleteQueue."""
+    svc.queues.delete(queue_of(svc, p))
+    return {}
+
+
+def purge_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """PurgeQueue."""
+    svc.queues.purge(queue_of(svc, p))
+    return {}
+
+
+def get_queue_attributes(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """GetQueueAttributes."""
+    values = svc.queues.get_attributes(queue_of(svc, p), p.str_list("AttributeNames"))
+    return {"Attributes": values} if values else {}
+
+
+def set_queue_attributes(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """SetQueueAttributes."""
+    queue = queue_of(svc, p)
+    if p.raw("Attributes") is None:
+        p.required_str("Attributes")
+    svc.queues.set_attributes(queue, p.str_map("Attributes"))
+    return {}
+
+
+def tag_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """TagQueue."""
+    queue = queue_of(svc, p)
+    if p.raw("Tags") is None:
+        p.required_str("Tags")
+    svc.queues.tag(queue, p.str_map("Tags"))
+    return {}
+
+
+def untag_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """UntagQueue."""
+    queue = queue_of(svc, p)
+    if p.raw("TagKeys") is None:
+        p.required_str("TagKeys")
+    svc.queues.untag(queue, p.str_list("TagKeys"))
+    return {}
+
+
+def list_queue_tags(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """ListQueueTags."""
+    tags = queue_of(svc, p).tags
+    return {"Tags": tags} if tags else {}
+
+
+def list_dead_letter_source_queues(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """ListDeadLetterSourceQueues, paged like ListQueues."""
+    sources = sorted(svc.queues.dead_letter_sources(queue_of(svc, p)), key=lambda r: r.name)
+    max_results = p.optional_int("MaxResults")
+    if max_results is not None and not 1 <= max_results <= 1000:
+        raise InvalidParameterValueError(
+            f"Value {max_results} for parameter MaxResults is invalid. Reason: MaxResults "
+            "must be an integer between 1 and 1000."
+        )
+    after = _decode_token(p.optional_str("NextToken"))
+    if after:
+        sources = [r for r in sources if r.name > after]
+    page = sources[: max_results or 1000]
+    response: Response = {"queueUrls": [ctx.queue_url(r.account, r.name) for r in page]}
+    if max_results is not None and len(sources) > len(page):
+        response["NextToken"] = base64.urlsafe_b64encode(page[-1].name.encode()).decode()
+    return response

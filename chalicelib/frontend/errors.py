@@ -1,0 +1,30 @@
+"""The one place that turns any exception into the SQS error a client receives."""
+
+from __future__ import annotations
+
+import logging
+
+from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
+from chalicelib.service.exceptions import (
+    InternalError,
+    RequestThrottledError,
+    ServiceUnavailableError,
+    SqsError,
+)
+
+logger = logging.getLogger("dmq.frontend")
+
+
+def to_sqs_error(exc: Exception) -> SqsError:
+    """Map service, storage and unexpected errors onto SQS errors."""
+    if isinstance(exc, SqsError):
+        return exc
+    if isinstance(exc, StoreThrottledError):
+        return RequestThrottledError("Request is throttled; retry with backoff.")
+    if isinstance(exc, StoreUnavailableError):
+        return ServiceUnavailableError("The service is unavailable; retry the request.")
+    if isinstance(exc, StoreError):
+        logger.warning("store error: %s", exc)
+        return ServiceUnavailableError("The service is unavailable; retry the request.")
+    logger.exception("unexpected error")
+    return InternalError("We encountered an internal error. Please try again.")

@@ -1,0 +1,84 @@
+"""AWS JSON 1.0: `POST /` with `X-Amz-Target: AmazonSQS.<Action>`."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.frontend.context import (
+    RequestContext,
+    base_url_from_headers,
+    region_from_headers,
+)
+from chalicelib.frontend.dispatch import dispatch
+from chalicelib.frontend.errors import to_sqs_error
+from chalicelib.frontend.params import Params
+from chalicelib.frontend.services import Services
+from chalicelib.service.exceptions import InvalidActionError, SqsError
+
+CONTENT_TYPE = "application/x-amz-json-1.0"
+TARGET_PREFIX = "AmazonSQS."
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """What goes back over HTTP."""
+
+    status: int
+    headers: dict[str, str]
+    body: str
+
+
+class SerializationError(SqsError):
+    """The body is not a JSON object."""
+
+    code = "SerializationException"
+
+
+def _headers(request_id: str) -> dict[str, str]:
+    return {"Content-Type": CONTENT_TYPE, "x-amzn-RequestId": request_id}
+
+
+def error_response(error: SqsError, request_id: str) -> HttpResponse:
+    """An SQS JSON error, with the legacy code header botocore maps to exception classes."""
+    headers = _headers(request_id)
+    fault = "Sender" if error.sender_fault else "Receiver"
+    headers["x-amzn-query-error"] = f"{error.legacy_code};{fault}"
+    body = {"__type": f"com.amazonaws.sqs#{error.code}", "message": error.message}
+    return HttpResponse(error.status, headers, json.dumps(body))
+
+
+def _parse(headers: Mapping[str, str], body: bytes | None) -> tuple[str, Params]:
+    target = headers.get("x-amz-target", "")
+    if not target.startswith(TARGET_PREFIX):
+        raise InvalidActionError("Missing or invalid X-Amz-Target header.")
+    try:
+        data: Any = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise SerializationError("The request body is not valid JSON.") from exc
+    if not isinstance(data, dict):
+        raise SerializationError("The request body must be a JSON object.")
+    return target[len(TARGET_PREFIX):], Params(data)
+
+
+def handle(
+    services_for: Callable[[str], Services], headers: Mapping[str, str], body: bytes | None
+) -> HttpResponse:
+    """Serve one request: parse, dispatch, serialise; every failure is an SQS error."""
+    request_id = str(uuid.uuid4())
+    lowered = {k.lower(): v for k, v in headers.items()}
+    try:
+        action, params = _parse(lowered, body)
+        services = services_for(region_from_headers(lowered, ""))
+        context = RequestContext(
+            account=services.settings.account_id,
+            region=region_from_headers(lowered, services.settings.region),
+            base_url=base_url_from_headers(lowered),
+        )
+        result = dispatch(action, services, context, params)
+    except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
+        return error_response(to_sqs_error(exc), request_id)
+    return HttpResponse(200, _headers(request_id), json.dumps(result))

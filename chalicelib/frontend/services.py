@@ -1,0 +1,18 @@
+"""The service objects a request needs, built once per container and region."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chalicelib.service.messages import MessageService
+from chalicelib.service.queues import QueueService
+from chalicelib.settings import Settings
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the actions call into."""
+
+    settings: Settings
+    queues: QueueService
+    messages: MessageService

@@ -1,0 +1,42 @@
+"""`python -m chalicelib.local`: what `make run` starts."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+
+from chalicelib.local.runner import LocalDmq, LocalOptions
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run DMQ locally until Ctrl-C or SIGTERM."""
+    parser = argparse.ArgumentParser(description="Run DMQ locally.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9324)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("werkzeug", "botocore", "pynamodb"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    import app as dmq_app
+
+    local = LocalDmq(dmq_app.app, dmq_app.runtime, LocalOptions(host=args.host, port=args.port))
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    url = local.start()
+    store = "embedded store" if local.embedded else "external store"
+    print(f"DMQ is listening on {url} ({store}). Ctrl-C stops it.", flush=True)
+    try:
+        stopped.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        local.stop()
+        print("DMQ stopped.", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

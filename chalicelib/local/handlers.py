@@ -1,0 +1,69 @@
+"""Find the app's stream and schedule handlers, as Lambda's event source mappings would."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chalice import Chalice, Rate
+from chalice.app import Cron, DynamoDBEventConfig, ScheduledEventConfig
+
+LambdaHandler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass(frozen=True)
+class StreamBinding:
+    """A stream handler and the table whose stream feeds it."""
+
+    table: str
+    handler: LambdaHandler
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class ScheduleBinding:
+    """A scheduled handler and its period in seconds."""
+
+    name: str
+    handler: LambdaHandler
+    period_s: float
+
+
+def _resolve(handler_string: str) -> LambdaHandler:
+    module_name, _, attr = handler_string.rpartition(".")
+    handler: LambdaHandler = getattr(sys.modules[module_name], attr)
+    return handler
+
+
+def table_of_stream_arn(arn: str) -> str:
+    """`arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>` -> `<name>`."""
+    return arn.split(":table/", 1)[1].split("/", 1)[0]
+
+
+def _period(expression: Any) -> float:
+    if isinstance(expression, Rate):
+        unit = {Rate.MINUTES: 60, Rate.HOURS: 3600, Rate.DAYS: 86400}[expression.unit]
+        return float(expression.value * unit)
+    if isinstance(expression, Cron):
+        return 60.0
+    return 60.0
+
+
+def stream_bindings(app: Chalice) -> list[StreamBinding]:
+    """Every `on_dynamodb_record` handler of the app."""
+    return [
+        StreamBinding(table_of_stream_arn(s.stream_arn), _resolve(s.handler_string), s.batch_size)
+        for s in app.event_sources
+        if isinstance(s, DynamoDBEventConfig)
+    ]
+
+
+def schedule_bindings(app: Chalice) -> list[ScheduleBinding]:
+    """Every `schedule` handler of the app."""
+    return [
+        ScheduleBinding(s.name, _resolve(s.handler_string), _period(s.schedule_expression))
+        for s in app.event_sources
+        if isinstance(s, ScheduledEventConfig)
+    ]

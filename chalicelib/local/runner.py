@@ -1,0 +1,83 @@
+"""One process: the embedded (or external) store, the HTTP server, the pump and the scheduler."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from chalice import Chalice
+
+from chalicelib.aws import Clients
+from chalicelib.local.embedded import EmbeddedAws
+from chalicelib.local.handlers import schedule_bindings, stream_bindings
+from chalicelib.local.pump import StreamPump
+from chalicelib.local.scheduler import Scheduler
+from chalicelib.local.server import LocalServer
+from chalicelib.runtime import Runtime
+from chalicelib.settings import Settings
+from infra import provision
+
+logger = logging.getLogger("dmq.local")
+
+
+@dataclass
+class LocalOptions:
+    """How to run DMQ locally."""
+
+    host: str = "127.0.0.1"
+    port: int = 9324
+    settings: Settings = field(default_factory=Settings.from_env)
+    pump_interval_s: float = 0.2
+    schedule_scale: float = 1.0
+
+
+class LocalDmq:
+    """Starts and stops everything `make run` runs, in one process."""
+
+    def __init__(self, app: Chalice, runtime: Runtime, options: LocalOptions) -> None:
+        self._app = app
+        self._runtime = runtime
+        self.options = options
+        self._embedded: EmbeddedAws | None = None
+        self.server: LocalServer | None = None
+        self.pump: StreamPump | None = None
+        self.scheduler: Scheduler | None = None
+
+    @property
+    def embedded(self) -> bool:
+        """True when DMQ holds its own store (no external DynamoDB endpoint)."""
+        return self.options.settings.dynamodb_endpoint is None
+
+    def start(self) -> str:
+        """Start the store, create the tables, then serve; return the endpoint URL."""
+        settings = self.options.settings
+        if self.embedded:
+            self._embedded = EmbeddedAws()
+            self._embedded.start()
+        clients = Clients(settings)
+        provision.create_all(
+            clients.dynamodb, clients.s3,
+            {"QueuesTableName": settings.queues_table,
+             "MessagesTableName": settings.messages_table,
+             "BodiesBucketName": settings.bodies_bucket},
+            region=settings.region,
+        )
+        self._runtime.configure(settings)
+        self.pump = StreamPump(clients.dynamodb, clients.streams, stream_bindings(self._app),
+                               settings.region, self.options.pump_interval_s)
+        self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
+        self.server = LocalServer(self._app, self.options.host, self.options.port)
+        self.pump.start()
+        self.scheduler.start()
+        self.server.start()
+        return self.server.url
+
+    def stop(self) -> None:
+        """Stop serving, then the pump and scheduler, then the store."""
+        for part in (self.server, self.pump, self.scheduler):
+            if part is not None:
+                part.stop()
+        if self._embedded is not None:
+            self._embedded.stop()
+            self._embedded = None
+        self._runtime.configure(None)

@@ -1,0 +1,66 @@
+"""The local scheduler: invokes the app's `schedule` handlers at their rate."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+
+from chalicelib.local.handlers import ScheduleBinding
+
+logger = logging.getLogger("dmq.scheduler")
+
+
+def scheduled_event(name: str) -> dict[str, object]:
+    """A CloudWatch scheduled event as Lambda receives it."""
+    return {
+        "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event",
+        "source": "aws.events", "account": "000000000000",
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "us-east-1",
+        "resources": [f"arn:aws:events:us-east-1:000000000000:rule/{name}"], "detail": {},
+    }
+
+
+class Scheduler:
+    """Runs each binding every `period_s * scale` seconds in one background thread."""
+
+    def __init__(self, bindings: list[ScheduleBinding], scale: float = 1.0) -> None:
+        self._bindings = bindings
+        self._scale = scale
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.runs = 0
+
+    def start(self) -> None:
+        """Start the timer thread."""
+        self._thread = threading.Thread(target=self._run, name="dmq-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the timer thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def run_all(self) -> None:
+        """Invoke every handler once now."""
+        for binding in self._bindings:
+            self._invoke(binding)
+
+    def _invoke(self, binding: ScheduleBinding) -> None:
+        try:
+            binding.handler(scheduled_event(binding.name), None)
+            self.runs += 1
+        except Exception:  # noqa: BLE001 - a failed run is retried next period
+            logger.exception("scheduled handler %s failed", binding.name)
+
+    def _run(self) -> None:
+        due = {b.name: time.monotonic() + b.period_s * self._scale for b in self._bindings}
+        while not self._stop.wait(0.5):
+            now = time.monotonic()
+            for binding in self._bindings:
+                if now >= due[binding.name]:
+                    due[binding.name] = now + binding.period_s * self._scale
+                    self._invoke(binding)

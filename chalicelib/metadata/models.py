@@ -1,0 +1,55 @@
+"""PynamoDB models of the queues table; only the repository imports this module."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+ACCOUNT_INDEX = "account-index"
+
+
+class QueueModel(Model):
+    """One queue record. Subclasses bind the table name (PynamoDB fixes it in Meta)."""
+
+    class Meta:
+        abstract = True
+
+    queue_id = UnicodeAttribute(hash_key=True)
+    account = UnicodeAttribute()
+    name = UnicodeAttribute()
+    region = UnicodeAttribute()
+    attributes: MapAttribute[str, Any] = MapAttribute(default=dict)
+    tags: MapAttribute[str, Any] = MapAttribute(default=dict)
+    created_ms = NumberAttribute(default=0)
+    modified_ms = NumberAttribute(default=0)
+    shard_count = NumberAttribute(default=1)
+    cluster = UnicodeAttribute(default="default")
+    status = UnicodeAttribute(default="ACTIVE")
+    deleted_ms = NumberAttribute(default=0)
+    purged_ms = NumberAttribute(default=0)
+    version = VersionAttribute()
+
+
+@lru_cache(maxsize=32)
+def model_for(table: str, region: str, host: str | None) -> type[QueueModel]:
+    """A QueueModel class bound to one table, built once and cached."""
+
+    class AccountIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = ACCOUNT_INDEX
+            projection = AllProjection()
+
+        account = UnicodeAttribute(hash_key=True)
+        name = UnicodeAttribute(range_key=True)
+
+    meta = type(
+        "Meta",
+        (),
+        {"table_name": table, "region": region, "host": host, "max_retry_attempts": 3},
+    )
+    attrs = {"Meta": meta, "account_index": AccountIndex(), "__module__": __name__}
+    return type(f"QueueModel_{abs(hash((table, region, host)))}", (QueueModel,), attrs)

@@ -1,0 +1,151 @@
+"""The queue registry: metadata records behind a small repository and a TTL cache."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pynamodb.exceptions import PutError, PynamoDBException
+
+from chalicelib.backend.exceptions import StoreError, StoreThrottledError
+from chalicelib.metadata.models import QueueModel, model_for
+from chalicelib.metadata.types import QueueRecord, QueueStatus
+
+
+class ConcurrentChangeError(Exception):
+    """Another writer changed the record first (optimistic locking)."""
+
+
+@contextmanager
+def _translate() -> Iterator[None]:
+    try:
+        yield
+    except PutError as exc:
+        if exc.cause_response_code == "ConditionalCheckFailedException":
+            raise ConcurrentChangeError(str(exc)) from exc
+        raise _store_error(exc) from exc
+    except PynamoDBException as exc:
+        raise _store_error(exc) from exc
+
+
+def _store_error(exc: PynamoDBException) -> StoreError:
+    code = exc.cause_response_code or ""
+    if "Throttl" in code or code == "ProvisionedThroughputExceededException":
+        return StoreThrottledError(str(exc))
+    return StoreError(str(exc))
+
+
+def _to_record(model: QueueModel) -> QueueRecord:
+    return QueueRecord(
+        account=model.account,
+        name=model.name,
+        region=model.region,
+        attributes={k: str(v) for k, v in model.attributes.as_dict().items()},
+        tags={k: str(v) for k, v in model.tags.as_dict().items()},
+        created_ms=int(model.created_ms),
+        modified_ms=int(model.modified_ms),
+        shard_count=int(model.shard_count),
+        cluster=model.cluster,
+        status=QueueStatus(model.status),
+        deleted_ms=int(model.deleted_ms),
+        purged_ms=int(model.purged_ms),
+        version=int(model.version or 0),
+    )
+
+
+class QueueRepository:
+    """Reads and writes queue records; a per-container cache serves hot reads."""
+
+    def __init__(
+        self, table: str, region: str, host: str | None, cache_seconds: float = 5.0
+    ) -> None:
+        self._model = model_for(table, region, host)
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, QueueRecord | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, queue_id: str, fresh: bool = False) -> QueueRecord | None:
+        """The record of a queue, or None. `fresh` bypasses the cache."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(queue_id)
+        if cached and not fresh and now - cached[0] < self._cache_seconds:
+            return cached[1]
+        with _translate():
+            try:
+                record: QueueRecord | None = _to_record(self._model.get(queue_id))
+            except self._model.DoesNotExist:
+                record = None
+        with self._lock:
+            self._cache[queue_id] = (now, record)
+        return record
+
+    def save(self, record: QueueRecord) -> QueueRecord:
+        """Write a record if nobody changed it since it was read (version check)."""
+        model = self._to_model(record)
+        with _translate():
+            model.save()
+        saved = record.with_changes(version=int(model.version))
+        with self._lock:
+            self._cache[record.queue_id] = (time.monotonic(), saved)
+        return saved
+
+    def _to_model(self, record: QueueRecord) -> QueueModel:
+        model = self._model(
+            record.queue_id,
+            account=record.account,
+            name=record.name,
+            region=record.region,
+            attributes=dict(record.attributes),
+            tags=dict(record.tags),
+            created_ms=record.created_ms,
+            modified_ms=record.modified_ms,
+            shard_count=record.shard_count,
+            cluster=record.cluster,
+            status=record.status.value,
+            deleted_ms=record.deleted_ms,
+            purged_ms=record.purged_ms,
+        )
+        if record.version:
+            model.version = record.version
+        return model
+
+    def list_active(
+        self, account: str, prefix: str, limit: int, after_name: str | None
+    ) -> tuple[list[QueueRecord], str | None]:
+        """Active queues of an account whose names start with `prefix`, by name."""
+        found: list[QueueRecord] = []
+        start: dict[str, Any] | None = (
+            {"queue_id": {"S": f"{account}/{after_name}"}, "account": {"S": account},
+             "name": {"S": after_name}}
+            if after_name else None
+        )
+        condition = self._model.account_index.name.startswith(prefix) if prefix else None
+        with _translate():
+            results = self._model.account_index.query(
+                account, range_key_condition=condition, last_evaluated_key=start,
+                filter_condition=self._model.status == QueueStatus.ACTIVE.value,
+            )
+            for model in results:
+                found.append(_to_record(model))
+                if len(found) > limit:
+                    break
+        if len(found) > limit:
+            return found[:limit], found[limit - 1].name
+        return found, None
+
+    def all_active(self, account: str) -> list[QueueRecord]:
+        """Every active queue of an account (for reverse lookups such as DLQ sources)."""
+        records, _ = self.list_active(account, "", 1_000_000, None)
+        return records
+
+    def scan_active(self) -> list[QueueRecord]:
+        """Every active queue of every account (back-end sweeps only, never a request)."""
+        with _translate():
+            return [
+                _to_record(m)
+                for m in self._model.scan(self._model.status == QueueStatus.ACTIVE.value)
+            ]

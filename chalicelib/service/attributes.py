@@ -1,0 +1,175 @@
+"""Queue attributes: names, defaults, ranges and validation, as SQS documents them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+
+from chalicelib.metadata.types import parse_queue_arn
+from chalicelib.service.exceptions import (
+    InvalidAttributeNameError,
+    InvalidAttributeValueError,
+    UnsupportedOperationError,
+)
+
+MAX_MESSAGE_SIZE = 1_048_576
+
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "DelaySeconds": (0, 900),
+    "MaximumMessageSize": (1024, MAX_MESSAGE_SIZE),
+    "MessageRetentionPeriod": (60, 1_209_600),
+    "ReceiveMessageWaitTimeSeconds": (0, 20),
+    "VisibilityTimeout": (0, 43_200),
+    "KmsDataKeyReusePeriodSeconds": (60, 86_400),
+}
+
+DEFAULTS: dict[str, str] = {
+    "DelaySeconds": "0",
+    "MaximumMessageSize": str(MAX_MESSAGE_SIZE),
+    "MessageRetentionPeriod": "345600",
+    "ReceiveMessageWaitTimeSeconds": "0",
+    "VisibilityTimeout": "30",
+    "SqsManagedSseEnabled": "true",
+}
+
+FIFO_ONLY = frozenset(
+    {"FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"}
+)
+SETTABLE = frozenset(
+    {
+        *INT_RANGES,
+        "Policy",
+        "RedrivePolicy",
+        "RedriveAllowPolicy",
+        "KmsMasterKeyId",
+        "SqsManagedSseEnabled",
+    }
+)
+COMPUTED = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+    "CreatedTimestamp",
+    "LastModifiedTimestamp",
+    "QueueArn",
+)
+READABLE = frozenset({*SETTABLE, *COMPUTED, "All"})
+
+
+def _invalid(name: str, reason: str = "") -> InvalidAttributeValueError:
+    suffix = f" Reason: {reason}" if reason else ""
+    return InvalidAttributeValueError(f"Invalid value for the parameter {name}.{suffix}")
+
+
+def _check_int(name: str, value: str) -> str:
+    low, high = INT_RANGES[name]
+    if not value.strip().lstrip("-").isdigit() or not low <= int(value) <= high:
+        raise _invalid(name, f"Must be an integer from {low} to {high}.")
+    return str(int(value))
+
+
+def _check_bool(name: str, value: str) -> str:
+    if value.lower() not in ("true", "false"):
+        raise _invalid(name, "Must be true or false.")
+    return value.lower()
+
+
+def _load_json_object(name: str, value: str) -> dict[str, object]:
+    try:
+        data = json.loads(value)
+    except ValueError as exc:
+        raise _invalid(name, "Must be a valid JSON document.") from exc
+    if not isinstance(data, dict):
+        raise _invalid(name, "Must be a JSON object.")
+    return data
+
+
+def _check_policy(name: str, value: str) -> str:
+    if value:
+        _load_json_object(name, value)
+    return value
+
+
+def _check_redrive_policy(name: str, value: str) -> str:
+    if not value:
+        return value
+    data = _load_json_object(name, value)
+    target = data.get("deadLetterTargetArn")
+    if not isinstance(target, str) or parse_queue_arn(target) is None:
+        raise _invalid(name, "Invalid value for deadLetterTargetArn.")
+    count = data.get("maxReceiveCount")
+    if isinstance(count, bool) or not str(count).isdigit() or not 1 <= int(str(count)) <= 1000:
+        raise _invalid(name, "maxReceiveCount must be an integer from 1 to 1000.")
+    extra = set(data) - {"deadLetterTargetArn", "maxReceiveCount"}
+    if extra:
+        raise _invalid(name, f"Unknown field {sorted(extra)[0]}.")
+    return json.dumps(
+        {"deadLetterTargetArn": target, "maxReceiveCount": int(str(count))},
+        separators=(",", ":"),
+    )
+
+
+def _check_redrive_allow_policy(name: str, value: str) -> str:
+    if not value:
+        return value
+    data = _load_json_object(name, value)
+    permission = data.get("redrivePermission")
+    arns = data.get("sourceQueueArns")
+    if permission not in ("allowAll", "denyAll", "byQueue"):
+        raise _invalid(name, "redrivePermission must be allowAll, denyAll or byQueue.")
+    if permission == "byQueue":
+        valid = isinstance(arns, list) and all(
+            isinstance(a, str) and parse_queue_arn(a) for a in arns
+        )
+        if not valid or not 1 <= len(arns) <= 10:  # type: ignore[arg-type]
+            raise _invalid(name, "byQueue needs 1 to 10 sourceQueueArns.")
+    elif arns is not None:
+        raise _invalid(name, "sourceQueueArns is only allowed with byQueue.")
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _check_text(name: str, value: str) -> str:
+    return value
+
+
+CHECKS: dict[str, Callable[[str, str], str]] = {
+    **{name: _check_int for name in INT_RANGES},
+    "SqsManagedSseEnabled": _check_bool,
+    "Policy": _check_policy,
+    "RedrivePolicy": _check_redrive_policy,
+    "RedriveAllowPolicy": _check_redrive_allow_policy,
+    "KmsMasterKeyId": _check_text,
+}
+
+
+def validate_settable(attributes: Mapping[str, str]) -> dict[str, str]:
+    """Check names and values of attributes a client sets; return them normalised."""
+    normalised: dict[str, str] = {}
+    for name, value in attributes.items():
+        if name in FIFO_ONLY:
+            if name == "FifoQueue" and str(value).lower() == "false":
+                continue
+            raise UnsupportedOperationError(
+                f"{name}: FIFO queues are not supported by DMQ yet; use a standard queue."
+            )
+        if name not in SETTABLE:
+            raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
+        normalised[name] = CHECKS[name](name, str(value))
+    return normalised
+
+
+def with_defaults(attributes: Mapping[str, str]) -> dict[str, str]:
+    """The attributes of a new queue: the defaults overlaid with what was given."""
+    merged = dict(DEFAULTS)
+    merged.update({k: v for k, v in attributes.items() if v != "" or k not in DEFAULTS})
+    return {k: v for k, v in merged.items() if v != ""}
+
+
+def validate_readable(names: list[str]) -> list[str]:
+    """Check names asked of GetQueueAttributes; expand `All`."""
+    for name in names:
+        if name not in READABLE:
+            raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
+    if "All" in names:
+        return sorted(SETTABLE | set(COMPUTED))
+    return list(dict.fromkeys(names))

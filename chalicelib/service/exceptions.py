@@ -1,0 +1,171 @@
+"""SQS errors: each carries its wire code, its legacy query code and HTTP status."""
+
+from __future__ import annotations
+
+
+class SqsError(Exception):
+    """An error that reaches the client as an SQS error response."""
+
+    code: str = "InternalError"  # the __type (the botocore shape name where modelled)
+    query_code: str | None = None  # the legacy code sent in x-amzn-query-error
+    status: int = 400
+    sender_fault: bool = True
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def legacy_code(self) -> str:
+        """The code older SDKs (and the Query protocol) know the error by."""
+        return self.query_code or self.code
+
+
+class InvalidParameterValueError(SqsError):
+    """A parameter has a value SQS rejects."""
+
+    code = "InvalidParameterValue"
+
+
+class MissingParameterError(SqsError):
+    """A required parameter is absent."""
+
+    code = "MissingParameter"
+
+
+class InvalidAttributeNameError(SqsError):
+    """An attribute name is not one SQS knows."""
+
+    code = "InvalidAttributeName"
+
+
+class InvalidAttributeValueError(SqsError):
+    """A queue attribute has a value SQS rejects."""
+
+    code = "InvalidAttributeValue"
+
+
+class QueueDoesNotExistError(SqsError):
+    """The queue named by the request does not exist."""
+
+    code = "QueueDoesNotExist"
+    query_code = "AWS.SimpleQueueService.NonExistentQueue"
+
+    def __init__(self, message: str = "The specified queue does not exist.") -> None:
+        super().__init__(message)
+
+
+class QueueNameExistsError(SqsError):
+    """A queue of that name exists with other attributes."""
+
+    code = "QueueNameExists"
+    query_code = "QueueAlreadyExists"
+
+
+class QueueDeletedRecentlyError(SqsError):
+    """A queue of that name was deleted less than 60 seconds ago."""
+
+    code = "QueueDeletedRecently"
+    query_code = "AWS.SimpleQueueService.QueueDeletedRecently"
+
+
+class ReceiptHandleIsInvalidError(SqsError):
+    """The receipt handle is forged or garbled."""
+
+    code = "ReceiptHandleIsInvalid"
+
+
+class MessageNotInflightError(SqsError):
+    """The message is not in flight, so its visibility cannot change."""
+
+    code = "MessageNotInflight"
+    query_code = "AWS.SimpleQueueService.MessageNotInflight"
+
+
+class InvalidMessageContentsError(SqsError):
+    """The body holds characters outside the allowed set."""
+
+    code = "InvalidMessageContents"
+
+
+class PurgeQueueInProgressError(SqsError):
+    """The queue was purged less than 60 seconds ago."""
+
+    code = "PurgeQueueInProgress"
+    query_code = "AWS.SimpleQueueService.PurgeQueueInProgress"
+
+
+class TooManyEntriesInBatchRequestError(SqsError):
+    """A batch holds more than 10 entries."""
+
+    code = "TooManyEntriesInBatchRequest"
+    query_code = "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
+
+
+class EmptyBatchRequestError(SqsError):
+    """A batch holds no entries."""
+
+    code = "EmptyBatchRequest"
+    query_code = "AWS.SimpleQueueService.EmptyBatchRequest"
+
+
+class BatchEntryIdsNotDistinctError(SqsError):
+    """Two entries of a batch share an Id."""
+
+    code = "BatchEntryIdsNotDistinct"
+    query_code = "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
+
+
+class InvalidBatchEntryIdError(SqsError):
+    """A batch entry Id breaks the Id rules."""
+
+    code = "InvalidBatchEntryId"
+    query_code = "AWS.SimpleQueueService.InvalidBatchEntryId"
+
+
+class BatchRequestTooLongError(SqsError):
+    """The batch's messages add up to more than the size limit."""
+
+    code = "BatchRequestTooLong"
+    query_code = "AWS.SimpleQueueService.BatchRequestTooLong"
+
+
+class OverLimitError(SqsError):
+    """A per-queue limit (tags, in-flight messages) would be exceeded."""
+
+    code = "OverLimit"
+
+
+class UnsupportedOperationError(SqsError):
+    """The operation is not supported for this queue."""
+
+    code = "UnsupportedOperation"
+    query_code = "AWS.SimpleQueueService.UnsupportedOperation"
+
+
+class InvalidActionError(SqsError):
+    """The action is not one DMQ serves."""
+
+    code = "InvalidAction"
+
+
+class RequestThrottledError(SqsError):
+    """The store is throttling; the client should retry."""
+
+    code = "RequestThrottled"
+
+
+class ServiceUnavailableError(SqsError):
+    """The store did not answer in time; the client should retry."""
+
+    code = "ServiceUnavailable"
+    status = 503
+    sender_fault = False
+
+
+class InternalError(SqsError):
+    """An unexpected failure inside DMQ."""
+
+    code = "InternalError"
+    status = 500
+    sender_fault = False

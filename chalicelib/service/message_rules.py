@@ -1,0 +1,148 @@
+"""Validation of message bodies, attributes and sizes, with SQS's error codes and texts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+
+from chalicelib.backend.messages import AttributeValue
+from chalicelib.service.exceptions import (
+    InvalidMessageContentsError,
+    InvalidParameterValueError,
+    MissingParameterError,
+)
+
+MAX_ATTRIBUTES = 10
+_INVALID_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,256}$")
+_BASE_TYPES = ("String", "Number", "Binary")
+SYSTEM_ATTRIBUTE_NAMES = frozenset({"AWSTraceHeader"})
+
+
+def check_body(body: str | None) -> str:
+    """A body is required, non-empty, and made of the characters SQS allows."""
+    if body is None or body == "":
+        raise MissingParameterError("The request must contain the parameter MessageBody.")
+    check_characters(body)
+    return body
+
+
+def check_characters(text: str) -> None:
+    """Reject characters outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000+."""
+    if _INVALID_CHARS.search(text):
+        raise InvalidMessageContentsError(
+            "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
+            "#xE000 to #xFFFD | #x10000 to #x10FFFF"
+        )
+
+
+def _check_name(name: str) -> None:
+    lower = name.lower()
+    if (
+        not _ATTRIBUTE_NAME.match(name)
+        or lower.startswith(("aws.", "amazon."))
+        or name.startswith(".")
+        or name.endswith(".")
+        or ".." in name
+    ):
+        raise InvalidParameterValueError(
+            f"Message (user) attribute name '{name}' is invalid. Names can contain "
+            "alphanumeric characters, hyphens, underscores and periods, up to 256 characters, "
+            "must not start or end with a period, hold two periods in a row, or start with "
+            "'AWS.' or 'Amazon.'."
+        )
+
+
+def _check_number(name: str, text: str) -> None:
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation as exc:
+        raise InvalidParameterValueError(
+            f"Can't cast the value of message (user) attribute '{name}' to a number."
+        ) from exc
+    digits = len(value.as_tuple().digits)
+    if not value.is_finite() or digits > 38 or abs(value) > Decimal("1e126"):
+        raise InvalidParameterValueError(
+            f"Value of message (user) attribute '{name}' is out of range: numbers hold up to "
+            "38 significant digits, from -10^128 to 10^126."
+        )
+
+
+def check_attribute(name: str, value: AttributeValue, kind: str = "user") -> None:
+    """Validate one attribute's name, data type and value."""
+    if kind == "user":
+        _check_name(name)
+    base = value.data_type.split(".", 1)[0]
+    if base not in _BASE_TYPES or len(value.data_type) > 256:
+        raise InvalidParameterValueError(
+            f"The type of message ({kind}) attribute '{name}' is invalid. You must use only "
+            "the following supported type prefixes: Binary, Number, String."
+        )
+    if value.is_binary:
+        if not value.binary_value:
+            raise InvalidParameterValueError(
+                f"Message ({kind}) attribute '{name}' must contain a non-empty value of type "
+                "'Binary'."
+            )
+        return
+    if not value.string_value:
+        raise InvalidParameterValueError(
+            f"Message ({kind}) attribute '{name}' must contain a non-empty value of type "
+            f"'{base}'."
+        )
+    check_characters(value.string_value)
+    if base == "Number":
+        _check_number(name, value.string_value)
+
+
+def check_attributes(attributes: Mapping[str, AttributeValue]) -> None:
+    """At most 10 user attributes, each valid."""
+    if len(attributes) > MAX_ATTRIBUTES:
+        raise InvalidParameterValueError(
+            f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
+            f"[{MAX_ATTRIBUTES}]."
+        )
+    for name, value in attributes.items():
+        check_attribute(name, value)
+
+
+def check_system_attributes(attributes: Mapping[str, AttributeValue]) -> None:
+    """Only AWSTraceHeader, of type String, may be sent."""
+    for name, value in attributes.items():
+        if name not in SYSTEM_ATTRIBUTE_NAMES:
+            raise InvalidParameterValueError(f"Message system attribute name '{name}' is invalid.")
+        if value.data_type != "String":
+            raise InvalidParameterValueError(
+                f"Message system attribute '{name}' must be of type 'String'."
+            )
+        check_attribute(name, value, kind="system")
+
+
+def message_size(body: str, attributes: Mapping[str, AttributeValue]) -> int:
+    """Size as SQS counts it: the body plus every attribute's name, type and value."""
+    size = len(body.encode("utf-8"))
+    for name, value in attributes.items():
+        size += len(name.encode("utf-8")) + len(value.data_type.encode("utf-8"))
+        size += len(value.binary_value or b"") if value.is_binary else len(
+            (value.string_value or "").encode("utf-8")
+        )
+    return size
+
+
+def check_size(body: str, attributes: Mapping[str, AttributeValue], limit: int) -> None:
+    """Reject a message larger than the queue's MaximumMessageSize."""
+    if message_size(body, attributes) > limit:
+        raise InvalidParameterValueError(
+            f"One or more parameters are invalid. Reason: Message must be shorter than "
+            f"{limit} bytes."
+        )
+
+
+def check_delay(delay: int | None) -> None:
+    """DelaySeconds is 0 to 900."""
+    if delay is not None and not 0 <= delay <= 900:
+        raise InvalidParameterValueError(
+            f"Value {delay} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be "
+            ">= 0 and <= 900."
+        )

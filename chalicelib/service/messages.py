@@ -1,0 +1,365 @@
+"""Message operations: send, receive (claim), delete, visibility, purge and counts."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from chalicelib.backend.messages import (
+    AttributeValue,
+    Candidate,
+    CandidateAction,
+    Counts,
+    Message,
+    MessageRef,
+    VisibilityOutcome,
+    new_claim_token,
+    new_message_id,
+)
+from chalicelib.backend.receipts import ReceiptCodec
+from chalicelib.backend.store import MessageStore, VisibilityChange
+from chalicelib.backend.wakeups import Wakeups
+from chalicelib.clock import Clock
+from chalicelib.metadata.types import QueueRecord
+from chalicelib.service import message_rules as rules
+from chalicelib.service.attributes import MAX_MESSAGE_SIZE
+from chalicelib.service.checksums import md5_of_attributes, md5_of_body
+from chalicelib.service.exceptions import (
+    BatchRequestTooLongError,
+    InvalidParameterValueError,
+    MessageNotInflightError,
+    ServiceUnavailableError,
+    SqsError,
+)
+
+_CLAIM_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """One message to send (a batch entry, or the single message of SendMessage)."""
+
+    entry_id: str
+    body: str | None
+    delay_seconds: int | None = None
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    system_attributes: dict[str, AttributeValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EntryFailure:
+    """A batch entry that failed, with the SQS error it failed with."""
+
+    entry_id: str
+    error: SqsError
+
+    @classmethod
+    def of(cls, entry_id: str, error: SqsError) -> EntryFailure:
+        """The failure entry for an SQS error."""
+        return cls(entry_id, error)
+
+
+@dataclass(frozen=True)
+class Received:
+    """A claimed message and its receipt handle."""
+
+    message: Message
+    receipt_handle: str
+
+
+@dataclass
+class ReceiveStats:
+    """Counters that show the cost of receives (read by the benchmark)."""
+
+    receives: int = 0
+    returned: int = 0
+    items_read: int = 0
+    lost_claims: int = 0
+
+
+@dataclass(frozen=True)
+class HandleEntry:
+    """A receipt handle with its batch entry id and, for visibility changes, the timeout."""
+
+    entry_id: str
+    receipt_handle: str
+    visibility_timeout: int = 0
+
+
+QueueByArn = Callable[[str], QueueRecord | None]
+
+
+class MessageService:
+    """The queue logic over a MessageStore; it takes `now` from the injected clock."""
+
+    def __init__(
+        self, store: MessageStore, receipts: ReceiptCodec, clock: Clock, wakeups: Wakeups,
+        queue_by_arn: QueueByArn, poll_interval_ms: int = 1000,
+    ) -> None:
+        self._store = store
+        self._receipts = receipts
+        self._clock = clock
+        self._wakeups = wakeups
+        self._queue_by_arn = queue_by_arn
+        self._poll_interval_ms = poll_interval_ms
+        self.stats = ReceiveStats()
+        self._contention: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    # -- send --------------------------------------------------------------------------
+    def _prepare(self, queue: QueueRecord, request: SendRequest, now: int) -> Message:
+        body = rules.check_body(request.body)
+        rules.check_attributes(request.attributes)
+        rules.check_system_attributes(request.system_attributes)
+        rules.check_size(body, request.attributes, queue.attribute_int("MaximumMessageSize"))
+        rules.check_delay(request.delay_seconds)
+        delay = request.delay_seconds
+        if delay is None:
+            delay = queue.attribute_int("DelaySeconds")
+        return Message(
+            message_id=new_message_id(now),
+            body=body,
+            body_md5=md5_of_body(body),
+            sent_ms=now,
+            visible_at=now + delay * 1000,
+            expires_ms=now + queue.attribute_int("MessageRetentionPeriod") * 1000,
+            sender_id=queue.account,
+            attributes=dict(request.attributes),
+            attributes_md5=md5_of_attributes(request.attributes),
+            system_attributes=dict(request.system_attributes),
+            system_attributes_md5=md5_of_attributes(request.system_attributes),
+        )
+
+    def send(self, queue: QueueRecord, request: SendRequest) -> Message:
+        """SendMessage: validate, store, wake long polls. Raises the SQS error on failure."""
+        message = self._prepare(queue, request, self._clock.now_ms())
+        if self._store.put_messages(queue.queue_id, self._pick_shard(queue), [message]):
+            raise ServiceUnavailableError("The message could not be stored; retry the request.")
+        self._wakeups.notify(queue.queue_id)
+        return message
+
+    def send_batch(
+        self, queue: QueueRecord, requests: Sequence[SendRequest]
+    ) -> tuple[list[tuple[str, Message]], list[EntryFailure]]:
+        """SendMessageBatch: valid entries are stored in one batch, the rest fail alone."""
+        total = sum(rules.message_size(r.body or "", r.attributes) for r in requests)
+        if total > MAX_MESSAGE_SIZE:
+            raise BatchRequestTooLongError(
+                f"Batch requests cannot be longer than {MAX_MESSAGE_SIZE} bytes. You have sent "
+                f"{total} bytes."
+            )
+        now = self._clock.now_ms()
+        prepared: list[tuple[str, Message]] = []
+        failures: list[EntryFailure] = []
+        for request in requests:
+            try:
+                prepared.append((request.entry_id, self._prepare(queue, request, now)))
+            except SqsError as error:
+                failures.append(EntryFailure.of(request.entry_id, error))
+        unstored = self._store_spread(queue, [m for _, m in prepared])
+        sent = [(e, m) for e, m in prepared if m.message_id not in unstored]
+        failures += [
+            EntryFailure(e, ServiceUnavailableError("The message could not be stored; retry."))
+            for e, m in prepared if m.message_id in unstored
+        ]
+        if sent:
+            self._wakeups.notify(queue.queue_id)
+        return sent, failures
+
+    def _store_spread(self, queue: QueueRecord, messages: list[Message]) -> set[str]:
+        by_shard: dict[int, list[Message]] = {}
+        for message in messages:
+            by_shard.setdefault(self._pick_shard(queue), []).append(message)
+        unstored: set[str] = set()
+        for shard, group in by_shard.items():
+            unstored |= self._store.put_messages(queue.queue_id, shard, group)
+        return unstored
+
+    @staticmethod
+    def _pick_shard(queue: QueueRecord) -> int:
+        return random.randrange(queue.shard_count)
+
+    # -- receive -----------------------------------------------------------------------
+    def receive(
+        self, queue: QueueRecord, max_messages: int, visibility_timeout: int | None,
+        wait_seconds: int | None,
+    ) -> list[Received]:
+        """ReceiveMessage: claim up to `max_messages`, long-polling up to `wait_seconds`."""
+        timeout = visibility_timeout
+        if timeout is None:
+            timeout = queue.attribute_int("VisibilityTimeout")
+        wait = queue.attribute_int("ReceiveMessageWaitTimeSeconds")
+        if wait_seconds is not None:
+            wait = wait_seconds
+        deadline = self._clock.now_ms() + wait * 1000
+        while True:
+            seen = self._wakeups.generation(queue.queue_id)
+            got = self._receive_once(queue, max_messages, timeout)
+            remaining = deadline - self._clock.now_ms()
+            if got or remaining <= 0:
+                return got
+            self._wakeups.wait(
+                queue.queue_id, seen, min(remaining, self._poll_interval_ms) / 1000
+            )
+
+    def _receive_once(self, queue: QueueRecord, wanted: int, timeout: int) -> list[Received]:
+        got: list[Received] = []
+        offset = random.randrange(queue.shard_count)
+        for step in range(queue.shard_count):
+            shard = (offset + step) % queue.shard_count
+            got += self._claim_from_shard(queue, shard, wanted - len(got), timeout)
+            if len(got) >= wanted:
+                break
+        with self._lock:
+            self.stats.receives += 1
+            self.stats.returned += len(got)
+        return got
+
+    def _claim_from_shard(
+        self, queue: QueueRecord, shard: int, wanted: int, timeout: int
+    ) -> list[Received]:
+        got: list[Received] = []
+        after: Candidate | None = None
+        for _ in range(_CLAIM_ROUNDS):
+            now = self._clock.now_ms()
+            contention = self._contention.get(queue.queue_id, 0.0)
+            limit = (wanted - len(got)) + min(wanted - len(got), round(contention))
+            page = self._store.find_candidates(queue.queue_id, shard, now, limit, after)
+            ordered = list(page.candidates)
+            if contention >= 0.5:
+                random.shuffle(ordered)
+            lost = self._take(queue, shard, ordered, wanted - len(got), timeout, now, got)
+            self._record(queue.queue_id, page.items_read, lost)
+            if len(got) >= wanted or not page.more:
+                break
+            after = page.candidates[-1]
+        return got
+
+    def _take(
+        self, queue: QueueRecord, shard: int, candidates: list[Candidate], wanted: int,
+        timeout: int, now: int, got: list[Received],
+    ) -> int:
+        """Claim candidates into `got`; return how many claims were lost to other receivers."""
+        redrive = queue.redrive_policy
+        max_receives = redrive.max_receive_count if redrive else None
+        expired: list[str] = []
+        lost = 0
+        taken = 0
+        for candidate in candidates:
+            if taken >= wanted:
+                break
+            action = candidate.action(now, max_receives)
+            if action is CandidateAction.EXPIRE:
+                expired.append(candidate.message_id)
+                continue
+            if action is CandidateAction.DEAD_LETTER and self._dead_letter(queue, shard, candidate, now):
+                continue
+            token = new_claim_token()
+            message = self._store.claim(
+                queue.queue_id, shard, candidate, now + timeout * 1000, token, now
+            )
+            if message is None:
+                lost += 1
+                continue
+            ref = MessageRef(queue.queue_id, shard, message.message_id, token)
+            got.append(Received(message, self._receipts.encode(ref)))
+            taken += 1
+        if expired:
+            self._store.delete_expired(queue.queue_id, shard, expired)
+        return lost
+
+    def _dead_letter(self, queue: QueueRecord, shard: int, candidate: Candidate, now: int) -> bool:
+        """Move an over-received message to the DLQ; False if there is no DLQ to move to."""
+        redrive = queue.redrive_policy
+        target = self._queue_by_arn(redrive.dead_letter_target_arn) if redrive else None
+        if target is None:
+            return False
+        self._store.move(
+            queue.queue_id, shard, candidate, target.queue_id,
+            random.randrange(target.shard_count),
+            target.attribute_int("MessageRetentionPeriod") * 1000, now,
+        )
+        self._wakeups.notify(target.queue_id)
+        return True
+
+    def _record(self, queue_id: str, items_read: int, lost: int) -> None:
+        with self._lock:
+            self.stats.items_read += items_read
+            self.stats.lost_claims += lost
+            previous = self._contention.get(queue_id, 0.0)
+            self._contention[queue_id] = 0.8 * previous + 0.2 * lost
+
+    # -- delete and visibility ---------------------------------------------------------
+    def delete(
+        self, queue: QueueRecord, entries: Sequence[HandleEntry]
+    ) -> tuple[list[str], list[EntryFailure]]:
+        """DeleteMessage(Batch): stale handles succeed and delete nothing, as in SQS."""
+        refs, failures = self._decode(queue, entries)
+        self._store.delete_claimed([ref for _, ref in refs])
+        return [entry_id for entry_id, _ in refs], failures
+
+    def change_visibility(
+        self, queue: QueueRecord, entries: Sequence[HandleEntry]
+    ) -> tuple[list[str], list[EntryFailure]]:
+        """ChangeMessageVisibility(Batch) for messages still in flight under this claim."""
+        valid: list[HandleEntry] = []
+        failures: list[EntryFailure] = []
+        for entry in entries:
+            if 0 <= entry.visibility_timeout <= 43_200:
+                valid.append(entry)
+            else:
+                failures.append(EntryFailure.of(entry.entry_id, InvalidParameterValueError(
+                    f"Value {entry.visibility_timeout} for parameter VisibilityTimeout is "
+                    "invalid. Reason: Must be between 0 and 43200 seconds."
+                )))
+        refs, bad = self._decode(queue, valid)
+        now = self._clock.now_ms()
+        timeouts = {e.entry_id: e.visibility_timeout for e in valid}
+        changes = [VisibilityChange(ref, now + timeouts[eid] * 1000) for eid, ref in refs]
+        outcomes = self._store.change_visibility(changes, now) if changes else []
+        done: list[str] = []
+        for (entry_id, ref), outcome in zip(refs, outcomes, strict=True):
+            if outcome is VisibilityOutcome.CHANGED:
+                done.append(entry_id)
+            else:
+                failures.append(EntryFailure.of(entry_id, _visibility_error(outcome)))
+        return done, failures + bad
+
+    def _decode(
+        self, queue: QueueRecord, entries: Sequence[HandleEntry]
+    ) -> tuple[list[tuple[str, MessageRef]], list[EntryFailure]]:
+        refs: list[tuple[str, MessageRef]] = []
+        failures: list[EntryFailure] = []
+        for entry in entries:
+            try:
+                refs.append((entry.entry_id, self._receipts.decode(entry.receipt_handle,
+                                                                   queue.queue_id)))
+            except SqsError as error:
+                failures.append(EntryFailure.of(entry.entry_id, error))
+        return refs, failures
+
+    # -- queue-wide ----------------------------------------------------------------------
+    def purge(self, queue: QueueRecord) -> int:
+        """Delete every message of every shard."""
+        return sum(self._store.purge(queue.queue_id, s) for s in range(queue.shard_count))
+
+    def counts(self, queue: QueueRecord) -> Counts:
+        """Approximate counts over every shard."""
+        now = self._clock.now_ms()
+        total = Counts()
+        for shard in range(queue.shard_count):
+            total = total + self._store.count(queue.queue_id, shard, now)
+        return total
+
+
+def _visibility_error(outcome: VisibilityOutcome) -> SqsError:
+    if outcome is VisibilityOutcome.NOT_IN_FLIGHT:
+        return MessageNotInflightError(
+            "Message does not exist or is not available for visibility timeout change."
+        )
+    return InvalidParameterValueError(
+        "Value for parameter ReceiptHandle is invalid. Reason: Message does not exist or is "
+        "not available for visibility timeout change."
+    )

@@ -1,0 +1,232 @@
+"""Queue operations: create, look up, list, delete, attributes, tags and DLQ sources."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+from chalicelib.clock import Clock
+from chalicelib.metadata.repository import ConcurrentChangeError, QueueRepository
+from chalicelib.metadata.types import QueueRecord, QueueStatus, parse_queue_arn, queue_id_of
+from chalicelib.service import attributes as attrs
+from chalicelib.service.exceptions import (
+    InvalidParameterValueError,
+    PurgeQueueInProgressError,
+    QueueDeletedRecentlyError,
+    QueueDoesNotExistError,
+    QueueNameExistsError,
+    UnsupportedOperationError,
+)
+from chalicelib.service.messages import MessageService
+from chalicelib.service.tags import check_tag_keys, check_tags
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+DELETE_COOLDOWN_MS = 60_000
+PURGE_COOLDOWN_MS = 60_000
+
+
+def check_queue_name(name: str) -> None:
+    """1 to 80 alphanumerics, hyphens or underscores; FIFO names wait for FIFO support."""
+    if name.endswith(".fifo"):
+        raise UnsupportedOperationError(
+            "FIFO queues (names ending in .fifo) are not supported by DMQ yet; "
+            "use a standard queue."
+        )
+    if not _NAME.match(name):
+        raise InvalidParameterValueError(
+            "Can only include alphanumeric characters, hyphens, or underscores. "
+            "1 to 80 in length"
+        )
+
+
+class QueueService:
+    """Queue-level operations over the metadata repository."""
+
+    def __init__(self, repo: QueueRepository, messages: MessageService, clock: Clock) -> None:
+        self._repo = repo
+        self._messages = messages
+        self._clock = clock
+
+    # -- lookup ------------------------------------------------------------------------
+    def get(self, account: str, name: str) -> QueueRecord:
+        """The active queue, or QueueDoesNotExist."""
+        record = self._repo.get(queue_id_of(account, name))
+        if record is None or record.status is not QueueStatus.ACTIVE:
+            raise QueueDoesNotExistError()
+        return record
+
+    def by_arn(self, arn: str) -> QueueRecord | None:
+        """The active queue with this ARN, or None."""
+        parts = parse_queue_arn(arn)
+        if parts is None:
+            return None
+        record = self._repo.get(queue_id_of(parts[1], parts[2]))
+        if record is None or record.status is not QueueStatus.ACTIVE:
+            return None
+        return record
+
+    # -- create and delete ---------------------------------------------------------------
+    def create(
+        self, account: str, region: str, name: str, attributes: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> QueueRecord:
+        """CreateQueue: idempotent for equal attributes, QueueNameExists otherwise."""
+        check_queue_name(name)
+        given = attrs.validate_settable(attributes)
+        check_tags(tags)
+        now = self._clock.now_ms()
+        existing = self._repo.get(queue_id_of(account, name), fresh=True)
+        if existing is not None:
+            reuse = self._reuse_existing(existing, given, now)
+            if reuse is not None:
+                return reuse
+        self._check_redrive(account, region, given)
+        record = QueueRecord(
+            account=account, name=name, region=region,
+            attributes=attrs.with_defaults(given), tags=dict(tags),
+            created_ms=now, modified_ms=now,
+            version=existing.version if existing is not None else 0,
+        )
+        try:
+            return self._repo.save(record)
+        except ConcurrentChangeError:
+            winner = self._repo.get(record.queue_id, fresh=True)
+            if winner is not None and self._reuse_existing(winner, given, now):
+                return winner
+            raise
+
+    def _reuse_existing(
+        self, existing: QueueRecord, given: Mapping[str, str], now: int
+    ) -> QueueRecord | None:
+        if existing.status is QueueStatus.DELETED:
+            if now - existing.deleted_ms < DELETE_COOLDOWN_MS:
+                raise QueueDeletedRecentlyError(
+                    "You must wait 60 seconds after deleting a queue before you can create "
+                    "another with the same name."
+                )
+            return None
+        for key, value in attrs.with_defaults(given).items():
+            if key in given and existing.attributes.get(key, "") != value:
+                raise QueueNameExistsError(
+                    f"A queue already exists with the same name and a different value for "
+                    f"attribute {key}"
+                )
+        return existing
+
+    def delete(self, queue: QueueRecord) -> None:
+        """DeleteQueue: the record is marked deleted, then its messages are removed."""
+        now = self._clock.now_ms()
+        self._repo.save(queue.with_changes(status=QueueStatus.DELETED, deleted_ms=now,
+                                           modified_ms=now))
+        self._messages.purge(queue)
+
+    def purge(self, queue: QueueRecord) -> None:
+        """PurgeQueue: at most once every 60 seconds."""
+        now = self._clock.now_ms()
+        if now - queue.purged_ms < PURGE_COOLDOWN_MS:
+            raise PurgeQueueInProgressError(
+                f"Only one PurgeQueue operation on {queue.name} is allowed every 60 seconds."
+            )
+        self._repo.save(queue.with_changes(purged_ms=now))
+        self._messages.purge(queue)
+
+    # -- list ------------------------------------------------------------------------------
+    def list(
+        self, account: str, prefix: str, max_results: int | None, after: str | None
+    ) -> tuple[list[QueueRecord], str | None]:
+        """ListQueues: up to 1,000, or pages of `max_results` with a next token."""
+        if max_results is not None and not 1 <= max_results <= 1000:
+            raise InvalidParameterValueError(
+                f"Value {max_results} for parameter MaxResults is invalid. Reason: MaxResults "
+                "must be an integer between 1 and 1000."
+            )
+        records, last = self._repo.list_active(account, prefix, max_results or 1000, after)
+        return records, last if max_results is not None else None
+
+    def dead_letter_sources(self, queue: QueueRecord) -> list[QueueRecord]:
+        """ListDeadLetterSourceQueues: queues whose RedrivePolicy targets this queue."""
+        return [
+            r for r in self._repo.all_active(queue.account)
+            if r.redrive_policy and r.redrive_policy.dead_letter_target_arn == queue.arn
+        ]
+
+    # -- attributes ----------------------------------------------------------------------
+    def get_attributes(self, queue: QueueRecord, names: Sequence[str]) -> dict[str, str]:
+        """GetQueueAttributes; the message counts are read only when asked for."""
+        wanted = attrs.validate_readable(list(names))
+        values = dict(queue.attributes)
+        values.update(
+            CreatedTimestamp=str(queue.created_ms // 1000),
+            LastModifiedTimestamp=str(queue.modified_ms // 1000),
+            QueueArn=queue.arn,
+        )
+        if any(n.startswith("ApproximateNumber") for n in wanted):
+            counts = self._messages.counts(queue)
+            values.update(
+                ApproximateNumberOfMessages=str(counts.visible),
+                ApproximateNumberOfMessagesNotVisible=str(counts.in_flight),
+                ApproximateNumberOfMessagesDelayed=str(counts.delayed),
+            )
+        return {n: values[n] for n in wanted if n in values}
+
+    def set_attributes(self, queue: QueueRecord, attributes: Mapping[str, str]) -> None:
+        """SetQueueAttributes; an empty RedrivePolicy or Policy removes it."""
+        given = attrs.validate_settable(attributes)
+        self._check_redrive(queue.account, queue.region, given)
+        merged = dict(queue.attributes)
+        merged.update(given)
+        merged = {k: v for k, v in merged.items() if v != ""}
+        now = self._clock.now_ms()
+        self._save(queue.with_changes(attributes=merged, modified_ms=now))
+
+    def _check_redrive(self, account: str, region: str, given: Mapping[str, str]) -> None:
+        raw = given.get("RedrivePolicy")
+        if not raw:
+            return
+        target_arn = json.loads(raw)["deadLetterTargetArn"]
+        target = self.by_arn(target_arn)
+        reason = None
+        if target is None:
+            reason = "Dead letter target does not exist."
+        elif target.account != account:
+            reason = "Dead letter target must be in the same account."
+        if reason is None and target is not None:
+            reason = _allow_policy_refusal(target)
+        if reason:
+            raise InvalidParameterValueError(
+                f"Value {raw} for parameter RedrivePolicy is invalid. Reason: {reason}"
+            )
+
+    def _save(self, record: QueueRecord) -> QueueRecord:
+        try:
+            return self._repo.save(record)
+        except ConcurrentChangeError as exc:
+            raise InvalidParameterValueError(
+                "The queue was changed by another request at the same time; retry."
+            ) from exc
+
+    # -- tags --------------------------------------------------------------------------------
+    def tag(self, queue: QueueRecord, tags: Mapping[str, str]) -> None:
+        """TagQueue: add or overwrite tags (at most 50 per queue)."""
+        merged = {**queue.tags, **tags}
+        check_tags(tags)
+        check_tags(merged)
+        self._save(queue.with_changes(tags=merged))
+
+    def untag(self, queue: QueueRecord, keys: Sequence[str]) -> None:
+        """UntagQueue: remove tags; unknown keys are ignored."""
+        check_tag_keys(keys)
+        self._save(queue.with_changes(tags={k: v for k, v in queue.tags.items()
+                                            if k not in keys}))
+
+
+def _allow_policy_refusal(target: QueueRecord) -> str | None:
+    raw = target.attributes.get("RedriveAllowPolicy")
+    if not raw:
+        return None
+    policy = json.loads(raw)
+    permission = policy.get("redrivePermission")
+    if permission == "denyAll":
+        return "The dead letter target's RedriveAllowPolicy denies all source queues."
+    return None

@@ -1,0 +1,63 @@
+"""One typed settings object, read from the environment once per container."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+DEFAULT_RECEIPT_KEY = "dmq-local-development-key"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything DMQ reads from its environment."""
+
+    account_id: str = "000000000000"
+    region: str = "us-east-1"
+    dynamodb_endpoint: str | None = None
+    s3_endpoint: str | None = None
+    queues_table: str = "dmq-queues"
+    messages_table: str = "dmq-messages"
+    bodies_bucket: str = "dmq-bodies"
+    receipt_key: str = DEFAULT_RECEIPT_KEY
+    messages_stream_arn: str = (
+        "arn:aws:dynamodb:us-east-1:000000000000:table/dmq-messages/stream/local"
+    )
+    inline_body_limit: int = 300_000
+    long_poll_interval_ms: int = 1000
+    metadata_cache_seconds: float = 5.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build the settings from environment variables (DMQ_*)."""
+        env = os.environ if env is None else env
+        base = cls()
+        messages_table = env.get("DMQ_MESSAGES_TABLE", base.messages_table)
+        region = env.get("DMQ_REGION", env.get("AWS_DEFAULT_REGION", base.region))
+        local_arn = f"arn:aws:dynamodb:{region}:000000000000:table/{messages_table}/stream/local"
+        return cls(
+            account_id=env.get("DMQ_ACCOUNT_ID", base.account_id),
+            region=region,
+            dynamodb_endpoint=env.get("DMQ_DYNAMODB_ENDPOINT") or None,
+            s3_endpoint=env.get("DMQ_S3_ENDPOINT") or None,
+            queues_table=env.get("DMQ_QUEUES_TABLE", base.queues_table),
+            messages_table=messages_table,
+            bodies_bucket=env.get("DMQ_BODIES_BUCKET", base.bodies_bucket),
+            receipt_key=env.get("DMQ_RECEIPT_KEY", base.receipt_key),
+            messages_stream_arn=env.get("DMQ_MESSAGES_STREAM_ARN", local_arn),
+            inline_body_limit=int(env.get("DMQ_INLINE_BODY_LIMIT", base.inline_body_limit)),
+            long_poll_interval_ms=int(
+                env.get("DMQ_LONG_POLL_INTERVAL_MS", base.long_poll_interval_ms)
+            ),
+            metadata_cache_seconds=float(
+                env.get("DMQ_METADATA_CACHE_SECONDS", base.metadata_cache_seconds)
+            ),
+        )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The container's settings, read once."""
+    return Settings.from_env()

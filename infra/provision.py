@@ -1,0 +1,101 @@
+"""Create DMQ's tables and bucket from the CloudFormation template (local runs and tests).
+
+The template is the one definition of every resource; this reads its properties and
+makes the matching API calls, so the embedded store, the tests and a deployment agree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+
+TEMPLATE = Path(__file__).with_name("dmq.template.json")
+
+
+def load_template() -> dict[str, Any]:
+    """The parsed CloudFormation template."""
+    return dict(json.loads(TEMPLATE.read_text()))
+
+
+def _resolve(value: Any, parameters: dict[str, str]) -> Any:
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return parameters[value["Ref"]]
+    if isinstance(value, dict):
+        return {k: _resolve(v, parameters) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, parameters) for v in value]
+    return value
+
+
+def resources(parameters: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Every resource's type and properties, with parameters substituted."""
+    template = load_template()
+    values = {k: str(v.get("Default", "")) for k, v in template["Parameters"].items()}
+    values.update(parameters or {})
+    return {
+        name: {"Type": r["Type"], "Properties": _resolve(r["Properties"], values)}
+        for name, r in template["Resources"].items()
+    }
+
+
+def table_request(properties: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """CreateTable arguments and the TTL specification, from table properties."""
+    request = {k: v for k, v in properties.items() if k != "TimeToLiveSpecification"}
+    stream = request.get("StreamSpecification")
+    if stream:
+        request["StreamSpecification"] = {"StreamEnabled": True, **stream}
+    return request, properties.get("TimeToLiveSpecification")
+
+
+def create_all(
+    dynamodb: DynamoDBClient, s3: S3Client, parameters: dict[str, str] | None = None,
+    region: str = "us-east-1",
+) -> dict[str, str]:
+    """Create every table and bucket that does not exist yet; return stream ARNs by table."""
+    streams: dict[str, str] = {}
+    for resource in resources(parameters).values():
+        props = resource["Properties"]
+        if resource["Type"] == "AWS::DynamoDB::Table":
+            streams[props["TableName"]] = _create_table(dynamodb, props)
+        elif resource["Type"] == "AWS::S3::Bucket":
+            _create_bucket(s3, props["BucketName"], region)
+    return streams
+
+
+def _create_table(dynamodb: DynamoDBClient, props: dict[str, Any]) -> str:
+    request, ttl = table_request(props)
+    try:
+        dynamodb.create_table(**request)
+        dynamodb.get_waiter("table_exists").wait(
+            TableName=request["TableName"], WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+        if ttl:
+            dynamodb.update_time_to_live(
+                TableName=request["TableName"], TimeToLiveSpecification=ttl
+            )
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceInUseException":
+            raise
+    table = dynamodb.describe_table(TableName=request["TableName"])["Table"]
+    return str(table.get("LatestStreamArn", ""))
+
+
+def _create_bucket(s3: S3Client, name: str, region: str) -> None:
+    try:
+        if region == "us-east-1":
+            s3.create_bucket(Bucket=name)
+        else:
+            s3.create_bucket(
+                Bucket=name,
+                CreateBucketConfiguration={"LocationConstraint": region},  # type: ignore[typeddict-item]
+            )
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
