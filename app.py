@@ -25,8 +25,13 @@ SQS_CONTENT_TYPES = [
 def sqs() -> Response:
     """Every SQS action, in the AWS JSON 1.0 protocol."""
     request = app.current_request
-    result = json_protocol.handle(runtime.services_for, request.headers, request.raw_body)
-    return Response(body=result.body, status_code=result.status, headers=result.headers)
+    assert request is not None
+    body = request.raw_body
+    result = json_protocol.handle(
+        runtime.services_for, dict(request.headers), body if isinstance(body, bytes) else None
+    )
+    headers: dict[str, str | list[str]] = dict(result.headers)
+    return Response(body=result.body, status_code=result.status, headers=headers)
 
 
 @app.on_dynamodb_record(stream_arn=get_settings().messages_stream_arn)

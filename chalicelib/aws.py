@@ -46,14 +46,14 @@ class Clients:
     @property
     def dynamodb(self) -> DynamoDBClient:
         """The DynamoDB client."""
-        return self._client("dynamodb", self._settings.dynamodb_endpoint)  # type: ignore[no-any-return]
+        return self._client("dynamodb", self._settings.dynamodb_endpoint)
 
     @property
     def streams(self) -> DynamoDBStreamsClient:
         """The DynamoDB Streams client."""
-        return self._client("dynamodbstreams", self._settings.dynamodb_endpoint)  # type: ignore[no-any-return]
+        return self._client("dynamodbstreams", self._settings.dynamodb_endpoint)
 
     @property
     def s3(self) -> S3Client:
         """The S3 client."""
-        return self._client("s3", self._settings.s3_endpoint)  # type: ignore[no-any-return]
+        return self._client("s3", self._settings.s3_endpoint)

@@ -78,7 +78,9 @@ def _create_table(dynamodb: DynamoDBClient, props: dict[str, Any]) -> str:
         )
         if ttl:
             dynamodb.update_time_to_live(
-                TableName=request["TableName"], TimeToLiveSpecification=ttl
+                TableName=request["TableName"],
+                TimeToLiveSpecification={"AttributeName": ttl["AttributeName"],
+                                         "Enabled": bool(ttl["Enabled"])},
             )
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "ResourceInUseException":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -194,10 +195,13 @@ class MessageService:
         if wait_seconds is not None:
             wait = wait_seconds
         deadline = self._clock.now_ms() + wait * 1000
+        # A wall-clock bound as well, so that a long poll ends even when the clock is faked.
+        wall_deadline = time.monotonic() + wait
         while True:
             seen = self._wakeups.generation(queue.queue_id)
             got = self._receive_once(queue, max_messages, timeout)
-            remaining = deadline - self._clock.now_ms()
+            remaining = min(deadline - self._clock.now_ms(),
+                            (wall_deadline - time.monotonic()) * 1000)
             if got or remaining <= 0:
                 return got
             self._wakeups.wait(

@@ -1,0 +1,85 @@
+"""Shared fixtures: in-process moto with DMQ's tables, the app on a fake clock, SQS clients."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from chalice.test import Client
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
+
+from app import app, runtime
+from chalicelib.aws import Clients
+from chalicelib.clock import FakeClock
+from chalicelib.local.embedded import EmbeddedAws
+from chalicelib.settings import Settings
+from infra import provision
+
+ENDPOINT = "http://dmq.test"
+
+
+class _Raw:
+    """The raw stream botocore reads a response body from."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **kwargs: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """Settings for the test store: small inline limit so S3 bodies are exercised cheaply."""
+    return Settings(long_poll_interval_ms=50, metadata_cache_seconds=0.0)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock the test moves by hand."""
+    return FakeClock()
+
+
+@pytest.fixture
+def aws(settings: Settings) -> Iterator[Clients]:
+    """In-process moto holding DMQ's tables and bucket, created from the template."""
+    embedded = EmbeddedAws()
+    embedded.start()
+    clients = Clients(settings)
+    provision.create_all(clients.dynamodb, clients.s3)
+    yield clients
+    embedded.stop()
+
+
+@pytest.fixture
+def dmq(aws: Clients, settings: Settings, clock: FakeClock) -> Iterator[Client]:
+    """The Chalice app on the test store and the fake clock, behind chalice.test.Client."""
+    runtime.configure(settings, clock)
+    with Client(app) as client:
+        yield client
+    runtime.configure(None)
+
+
+@pytest.fixture
+def sqs(dmq: Client) -> Any:
+    """boto3's real SQS client, its requests served in process by the Chalice app."""
+    client = boto3.client("sqs", endpoint_url=ENDPOINT, region_name="us-east-1")
+
+    def serve(request: Any, **kwargs: Any) -> AWSResponse:
+        path = request.url[len(ENDPOINT):] or "/"
+        body = request.body or b""
+        headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
+        headers["Host"] = "dmq.test"
+        result = dmq.http.request(request.method, path, headers=headers, body=body)
+        return AWSResponse(request.url, result.status_code, result.headers, _Raw(result.body))
+
+    client.meta.events.register_first("before-send.sqs", serve)
+    return client

@@ -1,0 +1,113 @@
+"""An in-memory MessageStore for unit tests of the queue logic (never used by the product)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from chalicelib.backend.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
+from chalicelib.backend.store import CandidatePage, VisibilityChange
+
+
+class MemoryStore:
+    """The MessageStore primitives over dicts, with the same conditions as DynamoDB's."""
+
+    def __init__(self) -> None:
+        self.shards: dict[tuple[str, int], dict[str, Message]] = {}
+        self.items_read = 0
+
+    def _shard(self, queue_id: str, shard: int) -> dict[str, Message]:
+        return self.shards.setdefault((queue_id, shard), {})
+
+    def put_messages(self, queue_id: str, shard: int, messages: Sequence[Message]) -> set[str]:
+        for message in messages:
+            self._shard(queue_id, shard)[message.message_id] = message
+        return set()
+
+    def find_candidates(
+        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None
+    ) -> CandidatePage:
+        ordered = sorted(
+            (m for m in self._shard(queue_id, shard).values() if m.visible_at <= now_ms),
+            key=lambda m: (m.visible_at, m.message_id),
+        )
+        if after is not None:
+            ordered = [m for m in ordered
+                       if (m.visible_at, m.message_id) > (after.visible_at, after.message_id)]
+        page = ordered[:limit]
+        self.items_read += len(page)
+        found = [Candidate(shard, m.message_id, m.visible_at, m.expires_ms, m.receive_count)
+                 for m in page]
+        return CandidatePage(found, len(ordered) > limit, len(found))
+
+    def claim(
+        self, queue_id: str, shard: int, candidate: Candidate, visible_at: int, token: str,
+        now_ms: int,
+    ) -> Message | None:
+        messages = self._shard(queue_id, shard)
+        current = messages.get(candidate.message_id)
+        if current is None or current.visible_at != candidate.visible_at:
+            return None
+        claimed = current.with_changes(
+            visible_at=visible_at, claim_token=token, receive_count=current.receive_count + 1,
+            first_receive_ms=current.first_receive_ms or now_ms,
+        )
+        messages[candidate.message_id] = claimed
+        return claimed
+
+    def move(
+        self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
+        target_shard: int, target_retention_ms: int, now_ms: int,
+    ) -> bool:
+        messages = self._shard(queue_id, shard)
+        current = messages.get(candidate.message_id)
+        if current is None or current.visible_at != candidate.visible_at:
+            return False
+        del messages[candidate.message_id]
+        self._shard(target_queue_id, target_shard)[current.message_id] = current.with_changes(
+            visible_at=now_ms, expires_ms=current.sent_ms + target_retention_ms,
+            receive_count=0, first_receive_ms=0, claim_token="",
+        )
+        return True
+
+    def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
+        for message_id in message_ids:
+            self._shard(queue_id, shard).pop(message_id, None)
+
+    def delete_claimed(self, refs: Sequence[MessageRef]) -> None:
+        for ref in refs:
+            messages = self._shard(ref.queue_id, ref.shard)
+            current = messages.get(ref.message_id)
+            if current is not None and current.claim_token == ref.claim_token:
+                del messages[ref.message_id]
+
+    def change_visibility(
+        self, changes: Sequence[VisibilityChange], now_ms: int
+    ) -> list[VisibilityOutcome]:
+        outcomes = []
+        for change in changes:
+            messages = self._shard(change.ref.queue_id, change.ref.shard)
+            current = messages.get(change.ref.message_id)
+            if current is None or current.claim_token != change.ref.claim_token:
+                outcomes.append(VisibilityOutcome.NOT_FOUND)
+            elif current.visible_at <= now_ms:
+                outcomes.append(VisibilityOutcome.NOT_IN_FLIGHT)
+            else:
+                messages[change.ref.message_id] = current.with_changes(
+                    visible_at=change.visible_at
+                )
+                outcomes.append(VisibilityOutcome.CHANGED)
+        return outcomes
+
+    def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
+        messages = self._shard(queue_id, shard).values()
+        return Counts(
+            visible=sum(1 for m in messages if m.visible_at <= now_ms),
+            in_flight=sum(1 for m in messages if m.visible_at > now_ms and m.receive_count),
+            delayed=sum(1 for m in messages if m.visible_at > now_ms and not m.receive_count),
+        )
+
+    def purge(self, queue_id: str, shard: int) -> int:
+        messages = self._shard(queue_id, shard)
+        count = len(messages)
+        messages.clear()
+        return count

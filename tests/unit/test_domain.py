@@ -1,0 +1,85 @@
+"""Pure domain rules: ids, candidates, receipts, queue URLs, attributes and the template."""
+
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.backend.messages import Candidate, CandidateAction, MessageRef, new_message_id
+from chalicelib.backend.receipts import ReceiptCodec
+from chalicelib.frontend.context import parse_queue_url, region_from_headers
+from chalicelib.service import attributes
+from chalicelib.service.exceptions import (
+    InvalidAttributeNameError,
+    InvalidAttributeValueError,
+    QueueDoesNotExistError,
+    ReceiptHandleIsInvalidError,
+    UnsupportedOperationError,
+)
+from infra import provision
+
+
+def test_message_ids_sort_in_send_order() -> None:
+    ids = [new_message_id(ms) for ms in (1_000, 1_001, 2_000, 10_000_000)]
+    assert ids == sorted(ids)
+    assert len(set(new_message_id(5) for _ in range(100))) == 100
+
+
+@pytest.mark.parametrize(
+    ("expires", "count", "limit", "action"),
+    [
+        (100, 0, None, CandidateAction.EXPIRE),
+        (101, 5, None, CandidateAction.CLAIM),
+        (101, 2, 3, CandidateAction.CLAIM),
+        (101, 3, 3, CandidateAction.DEAD_LETTER),
+    ],
+)
+def test_candidate_action(expires: int, count: int, limit: int | None, action: str) -> None:
+    assert Candidate(0, "m", 10, expires, count).action(100, limit) is action
+
+
+def test_receipt_handle_round_trips_and_rejects_tampering() -> None:
+    codec = ReceiptCodec("secret")
+    ref = MessageRef("acct/q", 3, "id-1", "tok")
+    handle = codec.encode(ref)
+    assert codec.decode(handle, "acct/q") == ref
+    with pytest.raises(ReceiptHandleIsInvalidError):
+        codec.decode(handle, "acct/other")
+    with pytest.raises(ReceiptHandleIsInvalidError):
+        ReceiptCodec("other-key").decode(handle, "acct/q")
+    for garbled in ("", "not a handle", handle[:-2] + "AA", "%%%"):
+        with pytest.raises(ReceiptHandleIsInvalidError):
+            codec.decode(garbled, "acct/q")
+
+
+def test_queue_url_and_region_parsing() -> None:
+    assert parse_queue_url("http://h:9324/000000000000/q1") == ("000000000000", "q1")
+    with pytest.raises(QueueDoesNotExistError):
+        parse_queue_url("http://h:9324/q1")
+    auth = "AWS4-HMAC-SHA256 Credential=AK/20261122/eu-west-1/sqs/aws4_request, Signature=x"
+    assert region_from_headers({"authorization": auth}, "us-east-1") == "eu-west-1"
+    assert region_from_headers({}, "us-east-1") == "us-east-1"
+
+
+def test_queue_attribute_validation() -> None:
+    assert attributes.validate_settable({"VisibilityTimeout": "43200"}) == {
+        "VisibilityTimeout": "43200"
+    }
+    with pytest.raises(InvalidAttributeValueError):
+        attributes.validate_settable({"VisibilityTimeout": "43201"})
+    with pytest.raises(InvalidAttributeNameError):
+        attributes.validate_settable({"QueueArn": "x"})
+    with pytest.raises(UnsupportedOperationError):
+        attributes.validate_settable({"FifoQueue": "true"})
+    assert attributes.with_defaults({})["VisibilityTimeout"] == "30"
+
+
+def test_template_defines_the_visibility_index_stream_and_ttl() -> None:
+    resources = provision.resources()
+    request, ttl = provision.table_request(resources["MessagesTable"]["Properties"])
+    assert request["TableName"] == "dmq-messages"
+    assert request["LocalSecondaryIndexes"][0]["IndexName"] == "visible-index"
+    assert request["StreamSpecification"] == {
+        "StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"
+    }
+    assert ttl == {"AttributeName": "expires_at", "Enabled": True}
+    assert resources["BodiesBucket"]["Type"] == "AWS::S3::Bucket"
