@@ -1,0 +1,77 @@
+"""Deploy DMQ's storage stack and point the Chalice stage at it.
+
+    python infra/deploy.py --stage dev     # then: chalice deploy --stage dev
+
+It creates or updates the CloudFormation stack from infra/dmq.template.json, reads
+the messages stream ARN from the stack outputs, and writes it (and a fresh receipt
+signing key, if the stage has none) into .chalice/config.json for that stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "infra" / "dmq.template.json"
+CONFIG = ROOT / ".chalice" / "config.json"
+PLACEHOLDER = "set by:"
+
+
+def deploy_stack(cloudformation: Any, stack: str) -> dict[str, str]:
+    """Create or update the stack, wait for it, and return its outputs."""
+    body = TEMPLATE.read_text()
+    try:
+        cloudformation.create_stack(StackName=stack, TemplateBody=body)
+        waiter = "stack_create_complete"
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "AlreadyExistsException":
+            raise
+        try:
+            cloudformation.update_stack(StackName=stack, TemplateBody=body)
+        except ClientError as update_exc:
+            if "No updates" not in str(update_exc):
+                raise
+        waiter = "stack_update_complete"
+    cloudformation.get_waiter(waiter).wait(StackName=stack)
+    described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
+    return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+
+
+def update_config(config_path: Path, stage: str, outputs: dict[str, str]) -> dict[str, Any]:
+    """Write the stream ARN (and a receipt key if missing) into the stage's environment."""
+    config = json.loads(config_path.read_text())
+    env = config["stages"].setdefault(stage, {}).setdefault("environment_variables", {})
+    env["DMQ_MESSAGES_STREAM_ARN"] = outputs["MessagesStreamArn"]
+    if str(env.get("DMQ_RECEIPT_KEY", PLACEHOLDER)).startswith(PLACEHOLDER):
+        env["DMQ_RECEIPT_KEY"] = secrets.token_urlsafe(32)
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    return dict(config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Deploy the stack for a stage and update .chalice/config.json."""
+    parser = argparse.ArgumentParser(description="Deploy DMQ's storage stack.")
+    parser.add_argument("--stage", default="dev")
+    parser.add_argument("--stack", default=None, help="stack name (default dmq-<stage>)")
+    parser.add_argument("--region", default=None)
+    parser.add_argument("--endpoint", default=None, help="CloudFormation endpoint override")
+    args = parser.parse_args(argv)
+    session = boto3.session.Session(region_name=args.region)
+    cloudformation = session.client("cloudformation", endpoint_url=args.endpoint)
+    outputs = deploy_stack(cloudformation, args.stack or f"dmq-{args.stage}")
+    update_config(CONFIG, args.stage, outputs)
+    print(f"stack outputs: {json.dumps(outputs)}")
+    print(f"now run: chalice deploy --stage {args.stage}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""GIVEN the CloudFormation template WHEN infra/deploy.py deploys it (on moto)
+THEN the tables and bucket exist and the Chalice stage gets the stream ARN and a key."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import boto3
+from moto import mock_aws
+
+from infra import deploy
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_deploy_creates_the_stack_and_configures_the_stage(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    shutil.copy(ROOT / ".chalice" / "config.json", config)
+    with mock_aws():
+        cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+        outputs = deploy.deploy_stack(cloudformation, "dmq-test")
+        again = deploy.deploy_stack(cloudformation, "dmq-test")
+        tables = boto3.client("dynamodb", region_name="us-east-1").list_tables()["TableNames"]
+        buckets = boto3.client("s3", region_name="us-east-1").list_buckets()["Buckets"]
+    assert set(tables) >= {"dmq-queues", "dmq-messages"}
+    assert [b["Name"] for b in buckets] == ["dmq-bodies"]
+    assert outputs["MessagesStreamArn"].startswith("arn:aws:dynamodb:us-east-1:")
+    assert again == outputs
+    deploy.update_config(config, "dev", outputs)
+    env = json.loads(config.read_text())["stages"]["dev"]["environment_variables"]
+    assert env["DMQ_MESSAGES_STREAM_ARN"] == outputs["MessagesStreamArn"]
+    assert len(env["DMQ_RECEIPT_KEY"]) >= 32
