@@ -20,7 +20,7 @@ import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from infra import provision  # noqa: E402
+from infra import provision
 
 
 def main(argv: list[str] | None = None) -> int:
