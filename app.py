@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from chalice import Chalice, Rate, Response
+from typing import Any
+
+from chalice import Chalice, IAMAuthorizer, Rate, Response
 from chalice.app import CloudWatchEvent, DynamoDBEvent
 
 from chalicelib.backend import maintenance
-from chalicelib.frontend import json_protocol
+from chalicelib.frontend import admin, json_protocol
+from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.runtime import Runtime
 from chalicelib.settings import get_settings
 
 app = Chalice(app_name="dmq")
 runtime = Runtime()
+admins = IAMAuthorizer()
 
 SQS_CONTENT_TYPES = [
     json_protocol.CONTENT_TYPE,
@@ -32,6 +36,35 @@ def sqs() -> Response:
     )
     headers: dict[str, str | list[str]] = dict(result.headers)
     return Response(body=result.body, status_code=result.status, headers=headers)
+
+
+def _admin(call: Any, *args: Any) -> Response:
+    try:
+        return Response(body=call(runtime.services_for(), *args), status_code=200)
+    except Exception as exc:  # noqa: BLE001 - mapped like every SQS error
+        error = to_sqs_error(exc)
+        return Response(body={"code": error.code, "message": error.message},
+                        status_code=404 if error.code == "QueueDoesNotExist" else error.status)
+
+
+@app.route("/admin/queues", methods=["GET"], authorizer=admins)
+def admin_queues() -> Response:
+    """Admin: every queue of every account."""
+    return _admin(admin.list_queues)
+
+
+@app.route("/admin/queues/{account}/{name}", methods=["GET"], authorizer=admins)
+def admin_queue(account: str, name: str) -> Response:
+    """Admin: one queue's record and counts."""
+    return _admin(admin.describe_queue, account, name)
+
+
+@app.route("/admin/queues/{account}/{name}/messages", methods=["GET"], authorizer=admins)
+def admin_messages(account: str, name: str) -> Response:
+    """Admin: inspect a queue's oldest messages without receiving them."""
+    query = (app.current_request.query_params if app.current_request else None) or {}
+    limit = query.get("limit", "10")
+    return _admin(admin.peek_messages, account, name, int(limit) if limit.isdigit() else 10)
 
 
 @app.on_dynamodb_record(stream_arn=get_settings().messages_stream_arn)

@@ -314,6 +314,16 @@ class DynamoMessageStore:
             if not start:
                 return
 
+    def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
+        """Query the base table in sort-key (send) order; bodies in S3 are loaded too."""
+        with translate_errors():
+            result = self._db.query(
+                TableName=self.table, KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": items.partition_key(queue_id, shard)}},
+                Limit=limit,
+            )
+        return [self._load(item) for item in result.get("Items", [])]
+
     def purge(self, queue_id: str, shard: int) -> int:
         """Delete every message of a shard, 25 keys to a BatchWriteItem."""
         deleted = 0

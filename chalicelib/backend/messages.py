@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -120,10 +121,23 @@ class Counts:
         )
 
 
+_ID_LOCK = threading.Lock()
+_last_id: list[int] = [0, 0]  # the last id's millisecond and its 12-bit sequence
+
+
 def new_message_id(now_ms: int) -> str:
-    """A UUID whose first 48 bits are the send time, so sort order is send order."""
-    raw = now_ms.to_bytes(6, "big") + os.urandom(10)
-    value = bytearray(raw)
+    """A UUIDv7: 48 bits of send time, then a 12-bit sequence within the millisecond.
+
+    Ids from one process sort in send order even within a millisecond.
+    """
+    with _ID_LOCK:
+        millis, sequence = _last_id
+        if now_ms > millis or sequence >= 0xFFF:
+            millis, sequence = max(now_ms, millis + (sequence >= 0xFFF)), 0
+        else:
+            sequence += 1
+        _last_id[:] = [millis, sequence]
+    value = bytearray(millis.to_bytes(6, "big") + sequence.to_bytes(2, "big") + os.urandom(8))
     value[6] = (value[6] & 0x0F) | 0x70  # version 7
     value[8] = (value[8] & 0x3F) | 0x80  # RFC 4122 variant
     return str(uuid.UUID(bytes=bytes(value)))

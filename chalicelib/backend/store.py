@@ -67,6 +67,10 @@ class MessageStore(Protocol):
         """Move `visible_at` of in-flight messages held by these claims."""
         ...
 
+    def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
+        """The oldest messages of a shard in send order, without claiming them."""
+        ...
+
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
         """Approximate visible, in-flight and delayed counts of one shard."""
         ...

@@ -349,6 +349,15 @@ class MessageService:
         """Delete every message of every shard."""
         return sum(self._store.purge(queue.queue_id, s) for s in range(queue.shard_count))
 
+    def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
+        """The oldest live messages of every shard, read without claiming (inspection)."""
+        now = self._clock.now_ms()
+        found: list[Message] = []
+        for shard in range(queue.shard_count):
+            found += self._store.peek(queue.queue_id, shard, limit)
+        live = [m for m in found if not m.is_expired(now)]
+        return sorted(live, key=lambda m: m.message_id)[:limit]
+
     def counts(self, queue: QueueRecord) -> Counts:
         """Approximate counts over every shard."""
         now = self._clock.now_ms()

@@ -144,6 +144,10 @@ class QueueService:
         records, last = self._repo.list_active(account, prefix, max_results or 1000, after)
         return records, last if max_results is not None else None
 
+    def all_queues(self) -> list[QueueRecord]:
+        """Every active queue of every account (the admin view)."""
+        return sorted(self._repo.scan_active(), key=lambda r: r.queue_id)
+
     def dead_letter_sources(self, queue: QueueRecord) -> list[QueueRecord]:
         """ListDeadLetterSourceQueues: queues whose RedrivePolicy targets this queue."""
         return [

@@ -106,6 +106,9 @@ class MemoryStore:
             delayed=sum(1 for m in messages if m.visible_at > now_ms and not m.receive_count),
         )
 
+    def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
+        return sorted(self._shard(queue_id, shard).values(), key=lambda m: m.message_id)[:limit]
+
     def purge(self, queue_id: str, shard: int) -> int:
         messages = self._shard(queue_id, shard)
         count = len(messages)

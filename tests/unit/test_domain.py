@@ -83,3 +83,8 @@ def test_template_defines_the_visibility_index_stream_and_ttl() -> None:
     }
     assert ttl == {"AttributeName": "expires_at", "Enabled": True}
     assert resources["BodiesBucket"]["Type"] == "AWS::S3::Bucket"
+
+
+def test_message_ids_sort_in_send_order_within_one_millisecond() -> None:
+    ids = [new_message_id(7_000) for _ in range(50)]
+    assert ids == sorted(ids)
