@@ -21,6 +21,11 @@ class BodyStore:
         """The object key of a message body."""
         return f"bodies/{queue_id}/{message_id}"
 
+    @staticmethod
+    def attributes_key_for(queue_id: str, message_id: str) -> str:
+        """The object key of attributes too large to stay in the item."""
+        return f"bodies/{queue_id}/{message_id}.attributes"
+
     def put(self, key: str, body: str) -> None:
         """Store a body."""
         self._s3.put_object(Bucket=self._bucket, Key=key, Body=body.encode("utf-8"))
@@ -32,7 +37,8 @@ class BodyStore:
     def copy(self, source_key: str, target_key: str) -> None:
         """Copy a body server-side (a dead-letter move keeps its own copy)."""
         self._s3.copy_object(
-            Bucket=self._bucket, Key=target_key, CopySource={"Bucket": self._bucket, "Key": source_key}
+            Bucket=self._bucket, Key=target_key,
+            CopySource={"Bucket": self._bucket, "Key": source_key},
         )
 
     def delete_many(self, keys: Sequence[str]) -> None:

@@ -67,11 +67,17 @@ class DynamoMessageStore:
         return {str(r["PutRequest"]["Item"]["sk"]["S"]) for r in unprocessed}
 
     def _offload(self, queue_id: str, message: Message) -> Message:
+        """A body past the inline limit goes to S3; so do attributes too large for the item."""
         if items.encoded_size(message) <= self._inline_limit:
             return message
         body_key = BodyStore.key_for(queue_id, message.message_id)
+        attributes = items.encode_attributes(message.attributes)
         with translate_errors():
             self._bodies.put(body_key, message.body)
+            if len(attributes.encode("utf-8")) > self._inline_limit:
+                attributes_key = BodyStore.attributes_key_for(queue_id, message.message_id)
+                self._bodies.put(attributes_key, attributes)
+                message = message.with_changes(attributes_key=attributes_key)
         return message.with_changes(body_key=body_key)
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -147,10 +153,14 @@ class DynamoMessageStore:
 
     def _load(self, item: Item) -> Message:
         body_key = item.get("body_key", {}).get("S")
-        if body_key is None:
-            return items.from_item(item)
+        attributes_key = item.get("attrs_key", {}).get("S")
         with translate_errors():
-            return items.from_item(item, body=self._bodies.get(body_key))
+            body = self._bodies.get(body_key) if body_key else None
+            attributes = (
+                items.decode_attributes(self._bodies.get(attributes_key)) if attributes_key
+                else None
+            )
+        return items.from_item(item, body=body, attributes=attributes)
 
     def move(
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
@@ -163,15 +173,10 @@ class DynamoMessageStore:
         if "Item" not in found:
             return False
         source = items.from_item(found["Item"])
-        moved = source.with_changes(
-            visible_at=now_ms, expires_ms=source.sent_ms + target_retention_ms, receive_count=0, first_receive_ms=0,
-            claim_token="",
-        )
-        if moved.body_key:
-            new_key = BodyStore.key_for(target_queue_id, moved.message_id)
-            with translate_errors():
-                self._bodies.copy(moved.body_key, new_key)
-            moved = moved.with_changes(body_key=new_key)
+        moved = self._copy_objects(source.with_changes(
+            visible_at=now_ms, expires_ms=source.sent_ms + target_retention_ms, receive_count=0,
+            first_receive_ms=0, claim_token="",
+        ), target_queue_id)
         target_item = items.to_item(target_queue_id, target_shard, moved)
         if moved.body_key:
             target_item["body_size"] = found["Item"].get("body_size", {"N": "0"})
@@ -190,6 +195,20 @@ class DynamoMessageStore:
             raise
         return True
 
+    def _copy_objects(self, message: Message, target_queue_id: str) -> Message:
+        """Copy a moving message's S3 objects, so that each item owns its own."""
+        changes: dict[str, str] = {}
+        with translate_errors():
+            if message.body_key:
+                changes["body_key"] = BodyStore.key_for(target_queue_id, message.message_id)
+                self._bodies.copy(message.body_key, changes["body_key"])
+            if message.attributes_key:
+                changes["attributes_key"] = BodyStore.attributes_key_for(
+                    target_queue_id, message.message_id
+                )
+                self._bodies.copy(message.attributes_key, changes["attributes_key"])
+        return message.with_changes(**changes)
+
     # -- delete and visibility ---------------------------------------------------------------
     def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
         """BatchWriteItem deletes of expired messages (best effort: the sweeper retries)."""
@@ -197,40 +216,29 @@ class DynamoMessageStore:
         self._batch_write(requests)
 
     def delete_claimed(self, refs: Sequence[MessageRef]) -> None:
-        """Conditional deletes on the claim token, batched in one transaction."""
-        unique = {(r.queue_id, r.shard, r.message_id): r for r in refs}.values()
-        ops = [
-            {"Delete": {"TableName": self.table,
-                        "Key": items.key(r.queue_id, r.shard, r.message_id),
-                        "ConditionExpression": "claim = :tok",
-                        "ExpressionAttributeValues": {":tok": {"S": r.claim_token}}}}
-            for r in unique
-        ]
-        self._conditional(ops)
+        """Conditional deletes on the claim token, batched in one transaction per pass.
+
+        Two handles of one message (a stale one and the latest) go in separate passes:
+        a transaction may touch an item only once, and the latest one must still delete.
+        """
+        unique = list(dict.fromkeys(refs))
+        for group in _distinct_passes(unique):
+            self._conditional([_delete_op(self.table, unique[i]) for i in group])
 
     def change_visibility(
         self, changes: Sequence[VisibilityChange], now_ms: int
     ) -> list[VisibilityOutcome]:
-        """Conditional updates (claim held, still in flight), batched in one transaction."""
-        ops = [
-            {"Update": {"TableName": self.table,
-                        "Key": items.key(c.ref.queue_id, c.ref.shard, c.ref.message_id),
-                        "UpdateExpression": "SET visible_at = :vis",
-                        "ConditionExpression": "claim = :tok AND visible_at > :now",
-                        "ExpressionAttributeValues": {
-                            ":vis": {"N": str(c.visible_at)},
-                            ":tok": {"S": c.ref.claim_token},
-                            ":now": {"N": str(now_ms)},
-                        },
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
-            for c in changes
-        ]
-        failures = self._conditional(ops)
-        return [
-            _visibility_outcome(failures.get(i), c.ref) if i in failures else
-            VisibilityOutcome.CHANGED
-            for i, c in enumerate(changes)
-        ]
+        """Conditional updates (claim held, still in flight), one transaction per pass.
+
+        Entries naming the same message are applied in order, in separate passes.
+        """
+        outcomes = [VisibilityOutcome.CHANGED] * len(changes)
+        for group in _distinct_passes([c.ref for c in changes]):
+            ops = [_visibility_op(self.table, changes[i], now_ms) for i in group]
+            for position, old in self._conditional(ops).items():
+                index = group[position]
+                outcomes[index] = _visibility_outcome(old, changes[index].ref)
+        return outcomes
 
     def _conditional(self, ops: list[dict[str, Any]]) -> dict[int, Item | None]:
         """Run conditional writes; return {op index: old item or None} for failed conditions.
@@ -338,6 +346,42 @@ class DynamoMessageStore:
                 raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
             deleted += len(keys)
         return deleted
+
+
+def _distinct_passes(refs: Sequence[MessageRef]) -> list[list[int]]:
+    """Group indexes of `refs` into passes in which no message appears twice, in order."""
+    passes: list[list[int]] = []
+    used: list[set[tuple[str, int, str]]] = []
+    for index, ref in enumerate(refs):
+        item = (ref.queue_id, ref.shard, ref.message_id)
+        free = next((n for n, seen in enumerate(used) if item not in seen), len(passes))
+        if free == len(passes):
+            passes.append([])
+            used.append(set())
+        passes[free].append(index)
+        used[free].add(item)
+    return passes
+
+
+def _delete_op(table: str, ref: MessageRef) -> dict[str, Any]:
+    return {"Delete": {"TableName": table,
+                       "Key": items.key(ref.queue_id, ref.shard, ref.message_id),
+                       "ConditionExpression": "claim = :tok",
+                       "ExpressionAttributeValues": {":tok": {"S": ref.claim_token}}}}
+
+
+def _visibility_op(table: str, change: VisibilityChange, now_ms: int) -> dict[str, Any]:
+    ref = change.ref
+    return {"Update": {"TableName": table,
+                       "Key": items.key(ref.queue_id, ref.shard, ref.message_id),
+                       "UpdateExpression": "SET visible_at = :vis",
+                       "ConditionExpression": "claim = :tok AND visible_at > :now",
+                       "ExpressionAttributeValues": {
+                           ":vis": {"N": str(change.visible_at)},
+                           ":tok": {"S": ref.claim_token},
+                           ":now": {"N": str(now_ms)},
+                       },
+                       "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
 
 
 def _is_condition_failure(exc: StoreError) -> bool:

@@ -23,7 +23,7 @@ def key(queue_id: str, shard: int, message_id: str) -> Item:
     return {"pk": {"S": partition_key(queue_id, shard)}, "sk": {"S": message_id}}
 
 
-def _encode_attributes(values: dict[str, AttributeValue]) -> str:
+def encode_attributes(values: dict[str, AttributeValue]) -> str:
     encoded = {
         name: [v.data_type, "b", base64.b64encode(v.binary_value or b"").decode()]
         if v.is_binary
@@ -33,7 +33,7 @@ def _encode_attributes(values: dict[str, AttributeValue]) -> str:
     return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False)
 
 
-def _decode_attributes(raw: str | None) -> dict[str, AttributeValue]:
+def decode_attributes(raw: str | None) -> dict[str, AttributeValue]:
     if not raw:
         return {}
     result: dict[str, AttributeValue] = {}
@@ -46,8 +46,9 @@ def _decode_attributes(raw: str | None) -> dict[str, AttributeValue]:
 
 
 def encoded_size(message: Message) -> int:
-    """Bytes the body and attributes take in an item."""
-    return len(message.body.encode("utf-8")) + len(_encode_attributes(message.attributes))
+    """Bytes (UTF-8, as DynamoDB counts them) the body and attributes take in an item."""
+    attributes = encode_attributes(message.attributes)
+    return len(message.body.encode("utf-8")) + len(attributes.encode("utf-8"))
 
 
 def to_item(queue_id: str, shard: int, message: Message) -> Item:
@@ -67,10 +68,12 @@ def to_item(queue_id: str, shard: int, message: Message) -> Item:
         item["body_size"] = {"N": str(len(message.body.encode("utf-8")))}
     else:
         item["body"] = {"S": message.body}
+    inline_attributes = message.attributes and not message.attributes_key
     optional = {
-        "attrs": _encode_attributes(message.attributes) if message.attributes else None,
+        "attrs": encode_attributes(message.attributes) if inline_attributes else None,
+        "attrs_key": message.attributes_key,
         "attrs_md5": message.attributes_md5,
-        "sys": _encode_attributes(message.system_attributes)
+        "sys": encode_attributes(message.system_attributes)
         if message.system_attributes
         else None,
         "sys_md5": message.system_attributes_md5,
@@ -92,8 +95,10 @@ def _n(item: Item, name: str, default: int = 0) -> int:
     return default if value is None else int(value["N"])
 
 
-def from_item(item: Item, body: str | None = None) -> Message:
-    """The Message in an item; `body` supplies a body that lives in S3."""
+def from_item(
+    item: Item, body: str | None = None, attributes: dict[str, AttributeValue] | None = None
+) -> Message:
+    """The Message in an item; `body` and `attributes` supply those that live in S3."""
     return Message(
         message_id=str(item["sk"]["S"]),
         body=body if body is not None else (_s(item, "body") or ""),
@@ -102,14 +107,15 @@ def from_item(item: Item, body: str | None = None) -> Message:
         visible_at=_n(item, "visible_at"),
         expires_ms=_n(item, "expires_ms"),
         sender_id=_s(item, "sender") or "",
-        attributes=_decode_attributes(_s(item, "attrs")),
+        attributes=attributes if attributes is not None else decode_attributes(_s(item, "attrs")),
         attributes_md5=_s(item, "attrs_md5"),
-        system_attributes=_decode_attributes(_s(item, "sys")),
+        system_attributes=decode_attributes(_s(item, "sys")),
         system_attributes_md5=_s(item, "sys_md5"),
         receive_count=_n(item, "rc"),
         first_receive_ms=_n(item, "frc"),
         claim_token=_s(item, "claim") or "",
         body_key=_s(item, "body_key"),
+        attributes_key=_s(item, "attrs_key"),
     )
 
 

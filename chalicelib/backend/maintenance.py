@@ -15,15 +15,18 @@ SWEEP_MAX_PAGES = 20
 
 
 def removed_body_keys(records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
-    """S3 keys of bodies whose message items were removed (deleted, purged or expired)."""
+    """S3 keys of bodies (and large attributes) of removed items (deleted, purged, expired)."""
     keys = []
     for event_name, old_image in records:
-        if event_name == "REMOVE" and old_image and "body_key" in old_image:
-            keys.append(str(old_image["body_key"]["S"]))
+        if event_name != "REMOVE" or not old_image:
+            continue
+        keys += [str(old_image[f]["S"]) for f in ("body_key", "attrs_key") if f in old_image]
     return keys
 
 
-def release_bodies(bodies: BodyStore, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> int:
+def release_bodies(
+    bodies: BodyStore, records: Iterable[tuple[str, Mapping[str, Any] | None]]
+) -> int:
     """Delete the S3 bodies of removed messages; a dead-letter move keeps its own copy."""
     keys = removed_body_keys(records)
     if keys:

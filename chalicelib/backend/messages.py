@@ -6,7 +6,7 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Message:
     first_receive_ms: int = 0
     claim_token: str = ""
     body_key: str | None = None
+    attributes_key: str | None = None
 
     def is_visible(self, now_ms: int) -> bool:
         """True when a receive may claim it."""
@@ -60,7 +61,7 @@ class Message:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-class CandidateAction(str, Enum):
+class CandidateAction(StrEnum):
     """What a receive does with a visible candidate."""
 
     CLAIM = "claim"
@@ -97,7 +98,7 @@ class MessageRef:
     claim_token: str
 
 
-class VisibilityOutcome(str, Enum):
+class VisibilityOutcome(StrEnum):
     """Result of a visibility change."""
 
     CHANGED = "changed"

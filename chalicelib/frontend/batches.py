@@ -14,7 +14,7 @@ from chalicelib.service.exceptions import (
 from chalicelib.service.messages import EntryFailure
 
 MAX_ENTRIES = 10
-_ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}\Z")
 
 
 def batch_entries(params: Params, entry_shape: str) -> list[Params]:

@@ -56,14 +56,18 @@ class Params:
         if not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str | int | bool) for k, v in value.items()
         ):
-            raise InvalidParameterValueError(f"Value for parameter {name} must be a map of strings.")
+            raise InvalidParameterValueError(
+                f"Value for parameter {name} must be a map of strings."
+            )
         return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
 
     def str_list(self, name: str) -> list[str]:
         """A list of strings; empty when absent."""
         value = self._data.get(name) or []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise InvalidParameterValueError(f"Value for parameter {name} must be a list of strings.")
+            raise InvalidParameterValueError(
+                f"Value for parameter {name} must be a list of strings."
+            )
         return list(value)
 
     def entries(self, name: str) -> list[Params]:

@@ -15,7 +15,7 @@ from chalicelib.service.exceptions import (
 
 MAX_ATTRIBUTES = 10
 _INVALID_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,256}$")
+_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,256}\Z")
 _BASE_TYPES = ("String", "Number", "Binary")
 SYSTEM_ATTRIBUTE_NAMES = frozenset({"AWSTraceHeader"})
 

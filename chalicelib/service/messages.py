@@ -245,9 +245,18 @@ class MessageService:
         self, queue: QueueRecord, shard: int, candidates: list[Candidate], wanted: int,
         timeout: int, now: int, got: list[Received],
     ) -> int:
-        """Claim candidates into `got`; return how many claims were lost to other receivers."""
+        """Claim candidates into `got`; return how many claims were lost to other receivers.
+
+        A message claimed earlier in this receive can show up again further along the
+        index (its new `visible_at` is still `<= now` with a zero visibility timeout);
+        it is skipped, so that one response never holds a message twice. A message older
+        than the queue's retention (lowered since it was sent) is dropped, as in SQS.
+        """
         redrive = queue.redrive_policy
         max_receives = redrive.max_receive_count if redrive else None
+        retention_ms = queue.attribute_int("MessageRetentionPeriod") * 1000
+        claimed = {r.message.message_id for r in got}
+        candidates = [c for c in candidates if c.message_id not in claimed]
         expired: list[str] = []
         lost = 0
         taken = 0
@@ -258,21 +267,32 @@ class MessageService:
             if action is CandidateAction.EXPIRE:
                 expired.append(candidate.message_id)
                 continue
-            if action is CandidateAction.DEAD_LETTER and self._dead_letter(queue, shard, candidate, now):
+            if action is CandidateAction.DEAD_LETTER and self._dead_letter(
+                queue, shard, candidate, now
+            ):
                 continue
-            token = new_claim_token()
-            message = self._store.claim(
-                queue.queue_id, shard, candidate, now + timeout * 1000, token, now
-            )
-            if message is None:
+            received = self._claim(queue, shard, candidate, now + timeout * 1000, now)
+            if received is None:
                 lost += 1
-                continue
-            ref = MessageRef(queue.queue_id, shard, message.message_id, token)
-            got.append(Received(message, self._receipts.encode(ref)))
-            taken += 1
+            elif received.message.sent_ms + retention_ms <= now:
+                expired.append(candidate.message_id)
+            else:
+                got.append(received)
+                taken += 1
         if expired:
             self._store.delete_expired(queue.queue_id, shard, expired)
         return lost
+
+    def _claim(
+        self, queue: QueueRecord, shard: int, candidate: Candidate, visible_at: int, now: int
+    ) -> Received | None:
+        """Claim one candidate with a fresh token; None when another receiver won it."""
+        token = new_claim_token()
+        message = self._store.claim(queue.queue_id, shard, candidate, visible_at, token, now)
+        if message is None:
+            return None
+        ref = MessageRef(queue.queue_id, shard, message.message_id, token)
+        return Received(message, self._receipts.encode(ref))
 
     def _dead_letter(self, queue: QueueRecord, shard: int, candidate: Candidate, now: int) -> bool:
         """Move an over-received message to the DLQ; False if there is no DLQ to move to."""
@@ -324,7 +344,7 @@ class MessageService:
         changes = [VisibilityChange(ref, now + timeouts[eid] * 1000) for eid, ref in refs]
         outcomes = self._store.change_visibility(changes, now) if changes else []
         done: list[str] = []
-        for (entry_id, ref), outcome in zip(refs, outcomes, strict=True):
+        for (entry_id, _ref), outcome in zip(refs, outcomes, strict=True):
             if outcome is VisibilityOutcome.CHANGED:
                 done.append(entry_id)
             else:
