@@ -32,6 +32,7 @@ class QueueModel(Model):
     deleted_ms = NumberAttribute(default=0)
     purged_ms = NumberAttribute(default=0)
     version = VersionAttribute()
+    account_index: Any  # bound per table by model_for
 
 
 @lru_cache(maxsize=32)

@@ -123,7 +123,7 @@ class QueueRepository:
              "name": {"S": after_name}}
             if after_name else None
         )
-        condition = self._model.account_index.name.startswith(prefix) if prefix else None
+        condition = self._model.name.startswith(prefix) if prefix else None
         with _translate():
             results = self._model.account_index.query(
                 account, range_key_condition=condition, last_evaluated_key=start,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 
 
-class QueueStatus(str, Enum):
+class QueueStatus(StrEnum):
     """Lifecycle of a queue record."""
 
     ACTIVE = "ACTIVE"
@@ -58,7 +58,7 @@ class QueueRecord:
     @property
     def arn(self) -> str:
         """The queue's ARN."""
-        return f"arn:aws:sqs:{self.region}:{self.account}:{self.name}"
+        return queue_arn(self.region, self.account, self.name)
 
     def attribute_int(self, name: str) -> int:
         """A numeric attribute (always present: defaults are filled at creation)."""
@@ -81,6 +81,11 @@ class QueueRecord:
 def queue_id_of(account: str, name: str) -> str:
     """The queue id for an account and a queue name."""
     return f"{account}/{name}"
+
+
+def queue_arn(region: str, account: str, name: str) -> str:
+    """`arn:aws:sqs:<region>:<account>:<name>`."""
+    return f"arn:aws:sqs:{region}:{account}:{name}"
 
 
 def parse_queue_arn(arn: str) -> tuple[str, str, str] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 
 from chalicelib.metadata.types import parse_queue_arn
@@ -13,6 +14,7 @@ from chalicelib.service.exceptions import (
 )
 
 MAX_MESSAGE_SIZE = 1_048_576
+_INTEGER = re.compile(r"-?[0-9]+")
 
 INT_RANGES: dict[str, tuple[int, int]] = {
     "DelaySeconds": (0, 900),
@@ -63,9 +65,10 @@ def _invalid(name: str, reason: str = "") -> InvalidAttributeValueError:
 
 def _check_int(name: str, value: str) -> str:
     low, high = INT_RANGES[name]
-    if not value.strip().lstrip("-").isdigit() or not low <= int(value) <= high:
+    text = value.strip()
+    if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
         raise _invalid(name, f"Must be an integer from {low} to {high}.")
-    return str(int(value))
+    return str(int(text))
 
 
 def _check_bool(name: str, value: str) -> str:
@@ -98,7 +101,8 @@ def _check_redrive_policy(name: str, value: str) -> str:
     if not isinstance(target, str) or parse_queue_arn(target) is None:
         raise _invalid(name, "Invalid value for deadLetterTargetArn.")
     count = data.get("maxReceiveCount")
-    if isinstance(count, bool) or not str(count).isdigit() or not 1 <= int(str(count)) <= 1000:
+    valid = not isinstance(count, bool) and _INTEGER.fullmatch(str(count)) is not None
+    if not valid or not 1 <= int(str(count)) <= 1000:
         raise _invalid(name, "maxReceiveCount must be an integer from 1 to 1000.")
     extra = set(data) - {"deadLetterTargetArn", "maxReceiveCount"}
     if extra:

@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 
 from chalicelib.clock import Clock
 from chalicelib.metadata.repository import ConcurrentChangeError, QueueRepository
-from chalicelib.metadata.types import QueueRecord, QueueStatus, parse_queue_arn, queue_id_of
+from chalicelib.metadata.types import (
+    QueueRecord,
+    QueueStatus,
+    parse_queue_arn,
+    queue_arn,
+    queue_id_of,
+)
 from chalicelib.service import attributes as attrs
 from chalicelib.service.exceptions import (
     InvalidParameterValueError,
@@ -33,7 +39,7 @@ def check_queue_name(name: str) -> None:
             "FIFO queues (names ending in .fifo) are not supported by DMQ yet; "
             "use a standard queue."
         )
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise InvalidParameterValueError(
             "Can only include alphanumeric characters, hyphens, or underscores. "
             "1 to 80 in length"
@@ -81,7 +87,7 @@ class QueueService:
             reuse = self._reuse_existing(existing, given, now)
             if reuse is not None:
                 return reuse
-        self._check_redrive(account, region, given)
+        self._check_redrive(account, queue_arn(region, account, name), given)
         record = QueueRecord(
             account=account, name=name, region=region,
             attributes=attrs.with_defaults(given), tags=dict(tags),
@@ -132,6 +138,18 @@ class QueueService:
         self._messages.purge(queue)
 
     # -- list ------------------------------------------------------------------------------
+    def all_queues(self) -> list[QueueRecord]:
+        """Every active queue of every account (the admin view)."""
+        return sorted(self._repo.scan_active(), key=lambda r: r.queue_id)
+
+    def dead_letter_sources(self, queue: QueueRecord) -> list[QueueRecord]:
+        """ListDeadLetterSourceQueues: queues whose RedrivePolicy targets this queue."""
+        return [
+            r for r in self._repo.all_active(queue.account)
+            if r.redrive_policy and r.redrive_policy.dead_letter_target_arn == queue.arn
+        ]
+
+    # Kept after every method annotated with `list[...]`: from here on the name is this method.
     def list(
         self, account: str, prefix: str, max_results: int | None, after: str | None
     ) -> tuple[list[QueueRecord], str | None]:
@@ -143,17 +161,6 @@ class QueueService:
             )
         records, last = self._repo.list_active(account, prefix, max_results or 1000, after)
         return records, last if max_results is not None else None
-
-    def all_queues(self) -> list[QueueRecord]:
-        """Every active queue of every account (the admin view)."""
-        return sorted(self._repo.scan_active(), key=lambda r: r.queue_id)
-
-    def dead_letter_sources(self, queue: QueueRecord) -> list[QueueRecord]:
-        """ListDeadLetterSourceQueues: queues whose RedrivePolicy targets this queue."""
-        return [
-            r for r in self._repo.all_active(queue.account)
-            if r.redrive_policy and r.redrive_policy.dead_letter_target_arn == queue.arn
-        ]
 
     # -- attributes ----------------------------------------------------------------------
     def get_attributes(self, queue: QueueRecord, names: Sequence[str]) -> dict[str, str]:
@@ -177,14 +184,15 @@ class QueueService:
     def set_attributes(self, queue: QueueRecord, attributes: Mapping[str, str]) -> None:
         """SetQueueAttributes; an empty RedrivePolicy or Policy removes it."""
         given = attrs.validate_settable(attributes)
-        self._check_redrive(queue.account, queue.region, given)
+        self._check_redrive(queue.account, queue.arn, given)
         merged = dict(queue.attributes)
         merged.update(given)
         merged = {k: v for k, v in merged.items() if v != ""}
         now = self._clock.now_ms()
         self._save(queue.with_changes(attributes=merged, modified_ms=now))
 
-    def _check_redrive(self, account: str, region: str, given: Mapping[str, str]) -> None:
+    def _check_redrive(self, account: str, source_arn: str, given: Mapping[str, str]) -> None:
+        """A RedrivePolicy must name a live queue of the account that accepts this source."""
         raw = given.get("RedrivePolicy")
         if not raw:
             return
@@ -196,7 +204,7 @@ class QueueService:
         elif target.account != account:
             reason = "Dead letter target must be in the same account."
         if reason is None and target is not None:
-            reason = _allow_policy_refusal(target)
+            reason = _allow_policy_refusal(target, source_arn)
         if reason:
             raise InvalidParameterValueError(
                 f"Value {raw} for parameter RedrivePolicy is invalid. Reason: {reason}"
@@ -225,7 +233,8 @@ class QueueService:
                                             if k not in keys}))
 
 
-def _allow_policy_refusal(target: QueueRecord) -> str | None:
+def _allow_policy_refusal(target: QueueRecord, source_arn: str) -> str | None:
+    """Why the target's RedriveAllowPolicy refuses this source queue, or None."""
     raw = target.attributes.get("RedriveAllowPolicy")
     if not raw:
         return None
@@ -233,4 +242,6 @@ def _allow_policy_refusal(target: QueueRecord) -> str | None:
     permission = policy.get("redrivePermission")
     if permission == "denyAll":
         return "The dead letter target's RedriveAllowPolicy denies all source queues."
+    if permission == "byQueue" and source_arn not in policy.get("sourceQueueArns", []):
+        return "The dead letter target's RedriveAllowPolicy does not allow this source queue."
     return None
