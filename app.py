@@ -62,8 +62,9 @@ def admin_queue(account: str, name: str) -> Response:
 @app.route("/admin/queues/{account}/{name}/messages", methods=["GET"], authorizer=admins)
 def admin_messages(account: str, name: str) -> Response:
     """Admin: inspect a queue's oldest messages without receiving them."""
-    query = (app.current_request.query_params if app.current_request else None) or {}
-    limit = query.get("limit", "10")
+    request = app.current_request
+    params = request.query_params if request else None
+    limit = (params.get("limit") if params else None) or "10"
     return _admin(admin.peek_messages, account, name, int(limit) if limit.isdigit() else 10)
 
 

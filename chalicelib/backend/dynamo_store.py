@@ -88,8 +88,10 @@ class DynamoMessageStore:
             chunk = pending[start : start + 25]
             for attempt in range(_BATCH_RETRIES):
                 with translate_errors():
-                    result = self._db.batch_write_item(RequestItems={self.table: chunk})
-                chunk = list(result.get("UnprocessedItems", {}).get(self.table, []))
+                    result = self._db.batch_write_item(
+                        RequestItems={self.table: chunk}  # type: ignore[dict-item]
+                    )
+                chunk = [dict(r) for r in result.get("UnprocessedItems", {}).get(self.table, [])]
                 if not chunk:
                     break
                 time.sleep(0.01 * 2**attempt)
@@ -289,7 +291,8 @@ class DynamoMessageStore:
             if not _is_condition_failure(exc):
                 raise
             cause = exc.__cause__
-            failed[index] = cause.response.get("Item") if isinstance(cause, ClientError) else None
+            item = cause.response.get("Item") if isinstance(cause, ClientError) else None
+            failed[index] = item if isinstance(item, dict) else None
         return []
 
     # -- counts and purge -------------------------------------------------------------------
@@ -313,10 +316,12 @@ class DynamoMessageStore:
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         start: dict[str, Any] | None = None
         while True:
-            extra = {"ExclusiveStartKey": start} if start else {}
+            request: dict[str, Any] = {"TableName": self.table, "IndexName": VISIBLE_INDEX,
+                                       **kwargs}
+            if start:
+                request["ExclusiveStartKey"] = start
             with translate_errors():
-                page = self._db.query(TableName=self.table, IndexName=VISIBLE_INDEX,
-                                      **kwargs, **extra)
+                page = self._db.query(**request)
             yield dict(page)
             start = page.get("LastEvaluatedKey")
             if not start:
@@ -394,7 +399,7 @@ def _cancellation_reasons(exc: StoreError) -> list[dict[str, Any]] | None:
     if not isinstance(cause, ClientError) or error_code(cause) != "TransactionCanceledException":
         return None
     reasons = cause.response.get("CancellationReasons")
-    return list(reasons) if reasons else None
+    return [dict(r) for r in reasons] if reasons else None
 
 
 def _visibility_outcome(old: Item | None, ref: MessageRef) -> VisibilityOutcome:

@@ -25,15 +25,17 @@ def main(argv: list[str] | None = None) -> int:
     local = LocalDmq(dmq_app.app, dmq_app.runtime, LocalOptions(host=args.host, port=args.port))
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    url = local.start()
-    store = "embedded store" if local.embedded else "external store"
-    print(f"DMQ is listening on {url} ({store}). Ctrl-C stops it.", flush=True)
     try:
+        url = local.start()
+        store = "embedded store" if local.embedded else "external store"
+        print(f"DMQ is listening on {url} ({store}). Ctrl-C stops it.", flush=True)
         stopped.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        local.stop()
+        # A second Ctrl-C must not cut the shutdown short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        local.stop()  # also releases what a start cut short had begun
         print("DMQ stopped.", flush=True)
     return 0
 

@@ -76,7 +76,7 @@ class StreamPump:
         while not self._stop.is_set():
             try:
                 moved = self.poll_once()
-            except Exception:  # noqa: BLE001 - a failed poll is retried, as Lambda would
+            except Exception:
                 logger.exception("stream poll failed")
                 moved = 0
             if not moved:

@@ -53,7 +53,7 @@ class Scheduler:
         try:
             binding.handler(scheduled_event(binding.name), None)
             self.runs += 1
-        except Exception:  # noqa: BLE001 - a failed run is retried next period
+        except Exception:
             logger.exception("scheduled handler %s failed", binding.name)
 
     def _run(self) -> None:

@@ -72,7 +72,8 @@ class LocalServer:
     @property
     def url(self) -> str:
         """The endpoint URL."""
-        return f"http://{self._server.server_address[0]}:{self.port}"
+        host = self._server.server_address[0]
+        return f"http://{host if isinstance(host, str) else host.decode()}:{self.port}"
 
     def start(self) -> None:
         """Serve in a background thread."""

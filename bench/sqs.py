@@ -1,0 +1,70 @@
+"""The benchmark's SQS client and the helpers that fill queues."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+BATCH = 10
+
+
+def sqs_client(endpoint: str, connections: int) -> Any:
+    """A boto3 SQS client for DMQ over HTTP, with a connection for every worker thread."""
+    return boto3.session.Session().client(
+        "sqs",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="dmq-bench",
+        aws_secret_access_key="dmq-bench",
+        config=Config(
+            max_pool_connections=max(10, connections),
+            retries={"mode": "standard", "max_attempts": 3},
+            connect_timeout=5,
+            read_timeout=300,
+        ),
+    )
+
+
+def body(number: int, size: int) -> str:
+    """A message body of `size` characters that names its message."""
+    head = f"dmq-bench-{number:08d}-"
+    return (head + "x" * size)[:max(size, len(head))]
+
+
+def entries(first: int, count: int, size: int) -> list[dict[str, str]]:
+    """SendMessageBatch entries for messages `first` .. `first + count - 1`."""
+    return [{"Id": str(n), "MessageBody": body(first + n, size)} for n in range(count)]
+
+
+def retries_of(response: dict[str, Any]) -> int:
+    """How many times the SDK retried the call that gave `response`."""
+    return int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+
+
+def preload(sqs: Any, queue_url: str, messages: int, size: int, threads: int = 4) -> int:
+    """Send `messages` messages in batches of ten from a few threads; return how many were sent."""
+    lock = threading.Lock()
+    state = {"next": 0, "sent": 0}
+
+    def work() -> None:
+        while True:
+            with lock:
+                first = state["next"]
+                if first >= messages:
+                    return
+                state["next"] = first + BATCH
+            count = min(BATCH, messages - first)
+            result = sqs.send_message_batch(QueueUrl=queue_url,
+                                            Entries=entries(first, count, size))
+            with lock:
+                state["sent"] += len(result.get("Successful", []))
+
+    workers = [threading.Thread(target=work, name=f"bench-preload-{n}") for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return state["sent"]
