@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import os
-import threading
 from typing import Any
 
-_LOCK = threading.RLock()
-_PATCHED = False
+from chalicelib.local import moto_patches
 
 LOCAL_ENV = {
     "AWS_ACCESS_KEY_ID": "dmq-local",
@@ -17,29 +14,6 @@ LOCAL_ENV = {
     # In-process moto: without this the Streams client targets an account-scoped host.
     "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
 }
-
-
-def _serialise_moto() -> None:
-    """Run one moto request at a time.
-
-    moto's backends are not written for concurrent requests: a conditional write
-    is a read then a write, and two threads could both pass the check. Real
-    DynamoDB applies conditions atomically, so the embedded store must as well.
-    """
-    global _PATCHED
-    if _PATCHED:
-        return
-    from moto.core.botocore_stubber import BotocoreStubber
-
-    original = BotocoreStubber.process_request
-
-    @functools.wraps(original)
-    def locked(self: Any, request: Any) -> Any:
-        with _LOCK:
-            return original(self, request)
-
-    BotocoreStubber.process_request = locked  # type: ignore[method-assign]
-    _PATCHED = True
 
 
 class EmbeddedAws:
@@ -55,7 +29,7 @@ class EmbeddedAws:
         os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
         from moto import mock_aws
 
-        _serialise_moto()
+        moto_patches.apply_all()
         self._mock = mock_aws()
         self._mock.start()
 

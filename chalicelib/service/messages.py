@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from chalicelib.backend.exceptions import StoreError
 from chalicelib.backend.messages import (
     AttributeValue,
     Candidate,
@@ -36,6 +38,7 @@ from chalicelib.service.exceptions import (
 )
 
 _CLAIM_ROUNDS = 3
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -209,22 +212,34 @@ class MessageService:
             )
 
     def _receive_once(self, queue: QueueRecord, wanted: int, timeout: int) -> list[Received]:
+        """One pass over the shards from a random offset.
+
+        A store error after some messages were claimed ends the pass and returns them:
+        raising would leave them hidden until their visibility timeout, their receive
+        count raised, without any consumer having had them.
+        """
         got: list[Received] = []
         offset = random.randrange(queue.shard_count)
-        for step in range(queue.shard_count):
-            shard = (offset + step) % queue.shard_count
-            got += self._claim_from_shard(queue, shard, wanted - len(got), timeout)
-            if len(got) >= wanted:
-                break
+        try:
+            for step in range(queue.shard_count):
+                shard = (offset + step) % queue.shard_count
+                self._claim_from_shard(queue, shard, wanted, timeout, got)
+                if len(got) >= wanted:
+                    break
+        except StoreError:
+            if not got:
+                raise
+            logger.warning("receive on %s cut short by a store error; returning %d claimed",
+                           queue.queue_id, len(got))
         with self._lock:
             self.stats.receives += 1
             self.stats.returned += len(got)
         return got
 
     def _claim_from_shard(
-        self, queue: QueueRecord, shard: int, wanted: int, timeout: int
-    ) -> list[Received]:
-        got: list[Received] = []
+        self, queue: QueueRecord, shard: int, wanted: int, timeout: int, got: list[Received]
+    ) -> None:
+        """Claim from one shard into `got` until it holds `wanted` or the shard runs dry."""
         after: Candidate | None = None
         for _ in range(_CLAIM_ROUNDS):
             now = self._clock.now_ms()
@@ -239,7 +254,6 @@ class MessageService:
             if len(got) >= wanted or not page.more:
                 break
             after = page.candidates[-1]
-        return got
 
     def _take(
         self, queue: QueueRecord, shard: int, candidates: list[Candidate], wanted: int,

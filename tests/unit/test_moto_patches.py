@@ -1,0 +1,100 @@
+"""GIVEN the embedded store's fixes to moto WHEN transactions commit or are cancelled
+THEN the table and its stream read exactly as DynamoDB documents, and moto keeps no
+reference to the item objects it creates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from chalicelib.local.embedded import EmbeddedAws
+
+TABLE = "patched"
+
+
+@pytest.fixture
+def db() -> Iterator[Any]:
+    embedded = EmbeddedAws()
+    embedded.start()
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(
+        TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                              {"AttributeName": "sk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                   {"AttributeName": "sk", "KeyType": "RANGE"}],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    for sk in ("a", "b", "c"):
+        client.put_item(TableName=TABLE, Item={"pk": {"S": "p"}, "sk": {"S": sk},
+                                               "n": {"N": "1"}})
+    yield client
+    embedded.stop()
+
+
+def _key(sk: str) -> dict[str, Any]:
+    return {"pk": {"S": "p"}, "sk": {"S": sk}}
+
+
+def _items(db: Any) -> dict[str, str]:
+    found = db.query(TableName=TABLE, KeyConditionExpression="pk = :p",
+                     ExpressionAttributeValues={":p": {"S": "p"}})["Items"]
+    return {i["sk"]["S"]: i["n"]["N"] for i in found}
+
+
+def _stream_events(db: Any) -> list[str]:
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    arn = db.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    records = streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
+    return [r["eventName"] for r in records]
+
+
+def _update(sk: str, condition: str = "n = :one") -> dict[str, Any]:
+    return {"Update": {"TableName": TABLE, "Key": _key(sk), "UpdateExpression": "SET n = :two",
+                       "ConditionExpression": condition,
+                       "ExpressionAttributeValues": {":one": {"N": "1"}, ":two": {"N": "2"}}}}
+
+
+def test_a_cancelled_transaction_changes_nothing_and_streams_nothing(db: Any) -> None:
+    before = _stream_events(db)
+    with pytest.raises(ClientError) as cancelled:
+        db.transact_write_items(TransactItems=[
+            _update("a"),
+            {"Delete": {"TableName": TABLE, "Key": _key("b")}},
+            {"Put": {"TableName": TABLE, "Item": {**_key("d"), "n": {"N": "9"}}}},
+            _update("c", condition="n = :two"),  # fails: n is 1
+        ])
+    assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert _items(db) == {"a": "1", "b": "1", "c": "1"}
+    assert _stream_events(db) == before == ["INSERT"] * 3
+
+
+def test_a_committed_transaction_is_applied_and_streamed(db: Any) -> None:
+    db.transact_write_items(TransactItems=[
+        _update("a"),
+        {"Delete": {"TableName": TABLE, "Key": _key("b")}},
+        {"Put": {"TableName": TABLE, "Item": {**_key("d"), "n": {"N": "9"}}}},
+    ])
+    assert _items(db) == {"a": "2", "c": "1", "d": "9"}
+    assert _stream_events(db) == ["INSERT"] * 3 + ["MODIFY", "REMOVE", "INSERT"]
+    # A later cancelled transaction leaves the committed state (and the stream) alone.
+    with pytest.raises(ClientError):
+        db.transact_write_items(TransactItems=[_update("c"), _update("a")])  # a is 2 now
+    assert _items(db) == {"a": "2", "c": "1", "d": "9"}
+    assert len(_stream_events(db)) == 6
+
+
+def test_moto_keeps_no_reference_to_dynamodb_items(db: Any) -> None:
+    from moto.dynamodb.models.dynamo_type import Item
+
+    for n in range(20):
+        db.put_item(TableName=TABLE, Item={**_key(f"x{n}"), "n": {"N": "1"}})
+        db.transact_write_items(TransactItems=[_update(f"x{n}")])
+    assert len(Item.instances_tracked) == 0  # type: ignore[attr-defined]
