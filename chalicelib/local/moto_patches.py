@@ -13,6 +13,11 @@ moto does the work:
   That made a delete batch cost time and memory in proportion to the whole table.
   The backup here copies the table's item index and only the items the transaction
   names; a rollback also drops the stream records the cancelled writes produced.
+- `partition_index_queries`: moto answers a Query on a local secondary index by
+  sorting every item of the table, then walking them in index order. The query now
+  reads only the partition it names and, when it has a Limit, hands moto just the
+  first Limit + 1 index entries past the start key (found in one pass), so moto's own
+  code still decides the page, the projection and LastEvaluatedKey.
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ from __future__ import annotations
 import contextvars
 import copy
 import functools
+import heapq
+import inspect
 import threading
 from collections import defaultdict
+from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 _LOCK = threading.RLock()
@@ -30,11 +39,17 @@ _APPLIED: set[str] = set()
 _TOUCHED: contextvars.ContextVar[dict[str, list[dict[str, Any]]] | None] = (
     contextvars.ContextVar("dmq_touched_keys", default=None)
 )
+# The items a running index Query may consider, for the one table it reads.
+_QUERY_ITEMS: contextvars.ContextVar[tuple[int, list[Any]] | None] = (
+    contextvars.ContextVar("dmq_query_items", default=None)
+)
 
 
 def apply_all() -> None:
     """Apply every patch once per process."""
-    for patch in (serialise_requests, untrack_dynamodb_models, cheap_transaction_backups):
+    patches = (serialise_requests, untrack_dynamodb_models, cheap_transaction_backups,
+               partition_index_queries)
+    for patch in patches:
         if patch.__name__ not in _APPLIED:
             patch()
             _APPLIED.add(patch.__name__)
@@ -145,3 +160,91 @@ def _table_backup(table: Any, keys: list[dict[str, Any]]) -> Any:
         if range_value in rows:
             backup.items[hash_value][range_value] = copy.deepcopy(rows[range_value])
     return backup
+
+
+def partition_index_queries() -> None:
+    """Answer local-index queries from the named partition, reading what the page needs."""
+    from moto.dynamodb.models.table import Table
+
+    original_query = Table.query
+    original_all_items = Table.all_items
+    signature = inspect.signature(original_query)
+
+    @functools.wraps(original_query)
+    def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        items = _local_index_items(self, bound.arguments)
+        token = _QUERY_ITEMS.set(None if items is None else (id(self), items))
+        try:
+            return original_query(self, *args, **kwargs)
+        finally:
+            _QUERY_ITEMS.reset(token)
+
+    @functools.wraps(original_all_items)
+    def all_items(self: Any) -> Any:
+        restricted = _QUERY_ITEMS.get()
+        if restricted is not None and restricted[0] == id(self):
+            return list(restricted[1])
+        return original_all_items(self)
+
+    Table.query = query  # type: ignore[method-assign]
+    Table.all_items = all_items  # type: ignore[method-assign]
+
+
+def _local_index_items(table: Any, args: dict[str, Any]) -> list[Any] | None:
+    """What a query of a local secondary index needs to see; None: let moto read it all."""
+    index_name, hash_key = args.get("index_name"), args.get("hash_key")
+    local = {index.name: index for index in (table.indexes or [])}
+    if not index_name or index_name not in local or hash_key is None or not table.range_key_attr:
+        return None
+    rows = table.items.get(hash_key)
+    items = list(rows.values()) if rows else []
+    ranges = [k["AttributeName"] for k in local[index_name].schema if k["KeyType"] == "RANGE"]
+    limit, comparison = args.get("limit"), args.get("range_comparison")
+    if (len(ranges) != 1 or not limit or not comparison or args.get("filter_kwargs")
+            or args.get("scan_index_forward") is False):
+        return items
+    return _first_entries(table, items, ranges[0], args, int(limit) + 1)
+
+
+def _first_entries(
+    table: Any, items: list[Any], attr: str, args: dict[str, Any], count: int
+) -> list[Any]:
+    """The first `count` index entries in (index key, table range key) order that match
+    the key condition and come after ExclusiveStartKey: all moto needs for one page."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    comparison, values = args["range_comparison"], args["range_objs"]
+    rank = table.range_key_attr
+    start = args.get("exclusive_start_key")
+    after = ((DynamoType(start[attr]), DynamoType(start[rank]))
+             if start and attr in start and rank in start else None)
+    numeric = _numeric_test(comparison, values)
+    matching = []
+    for item in items:
+        value = item.attrs.get(attr)
+        if value is None:
+            continue
+        if numeric is not None and value.type == "N":
+            if not numeric(Decimal(value.value)):
+                continue
+        elif not value.compare(comparison, values):
+            continue
+        if after is None or after < (value, item.attrs[rank]):
+            matching.append(item)
+    return heapq.nsmallest(count, matching, key=lambda item: (item.attrs[attr], item.attrs[rank]))
+
+
+def _numeric_test(comparison: str, values: list[Any]) -> Callable[[Decimal], bool] | None:
+    """The key condition on a number as a plain comparison (moto's own test is slow)."""
+    if not values or any(v.type != "N" for v in values):
+        return None
+    bounds = [Decimal(v.value) for v in values]
+    tests: dict[str, Callable[[Decimal], bool]] = {
+        "<": lambda x: x < bounds[0], "<=": lambda x: x <= bounds[0],
+        ">": lambda x: x > bounds[0], ">=": lambda x: x >= bounds[0],
+        "=": lambda x: x == bounds[0],
+        "BETWEEN": lambda x: bounds[0] <= x <= bounds[-1],
+    }
+    return tests.get(comparison)

@@ -4,7 +4,8 @@ reference to the item objects it creates."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -98,3 +99,93 @@ def test_moto_keeps_no_reference_to_dynamodb_items(db: Any) -> None:
         db.put_item(TableName=TABLE, Item={**_key(f"x{n}"), "n": {"N": "1"}})
         db.transact_write_items(TransactItems=[_update(f"x{n}")])
     assert len(Item.instances_tracked) == 0  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def indexed() -> Iterator[Any]:
+    """A table with a local index on `v`, two partitions of items in random index order."""
+    embedded = EmbeddedAws()
+    embedded.start()
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(
+        TableName="indexed", BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": t}
+                              for n, t in (("pk", "S"), ("sk", "S"), ("v", "N"))],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                   {"AttributeName": "sk", "KeyType": "RANGE"}],
+        LocalSecondaryIndexes=[{
+            "IndexName": "by-v",
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"},
+                          {"AttributeName": "v", "KeyType": "RANGE"}],
+            "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["x"]},
+        }],
+    )
+    rng = random.Random(7)
+    requests = []
+    for n in range(300):
+        item = {"pk": {"S": f"p{n % 2}"}, "sk": {"S": f"s{n:04d}"}, "x": {"S": "kept"},
+                "y": {"S": "not projected"}}
+        if n % 7:
+            item["v"] = {"N": str(rng.randrange(50))}  # repeats: ties ordered by sk
+        requests.append({"PutRequest": {"Item": item}})
+    for start in range(0, len(requests), 25):
+        client.batch_write_item(RequestItems={"indexed": requests[start:start + 25]})
+    yield client
+    embedded.stop()
+
+
+def _expected(db: Any, pk: str, keep: Callable[[int], bool]) -> list[tuple[int, str]]:
+    items = db.scan(TableName="indexed")["Items"]
+    return sorted((int(i["v"]["N"]), i["sk"]["S"]) for i in items
+                  if i["pk"]["S"] == pk and "v" in i and keep(int(i["v"]["N"])))
+
+
+def _pages(db: Any, limit: int | None, condition: str, **extra: Any) -> list[list[Any]]:
+    pages, start = [], None
+    for _ in range(500):
+        request: dict[str, Any] = {
+            "TableName": "indexed", "IndexName": "by-v",
+            "KeyConditionExpression": f"pk = :p AND {condition}",
+            "ExpressionAttributeValues": {":p": {"S": "p1"}, ":a": {"N": "20"}}, **extra,
+        }
+        if limit:
+            request["Limit"] = limit
+        if start:
+            request["ExclusiveStartKey"] = start
+        page = db.query(**request)
+        pages.append(page["Items"])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            break
+    return pages
+
+
+@pytest.mark.parametrize(("condition", "keep"), [
+    ("v <= :a", lambda v: v <= 20),
+    ("v > :a", lambda v: v > 20),
+])
+@pytest.mark.parametrize("limit", [1, 7, 10, None])
+def test_index_queries_page_exactly_as_moto_would(
+    indexed: Any, condition: str, keep: Callable[[int], bool], limit: int | None
+) -> None:
+    pages = _pages(indexed, limit, condition)
+    got = [(int(i["v"]["N"]), i["sk"]["S"]) for page in pages for i in page]
+    assert got == _expected(indexed, "p1", keep)
+    if limit:
+        assert all(len(page) <= limit for page in pages)
+        # moto (unlike DynamoDB) ends without a key when a page ends exactly at the end
+        assert -(-len(got) // limit) <= len(pages) <= len(got) // limit + 1
+    first = pages[0][0]
+    assert first["x"] == {"S": "kept"} and "y" not in first  # the index's projection
+
+
+def test_index_counts_and_scanned_counts_are_kept(indexed: Any) -> None:
+    count = indexed.query(TableName="indexed", IndexName="by-v", Select="COUNT",
+                          KeyConditionExpression="pk = :p AND v <= :a",
+                          ExpressionAttributeValues={":p": {"S": "p0"}, ":a": {"N": "20"}})
+    assert count["Count"] == count["ScannedCount"] == len(_expected(indexed, "p0",
+                                                                    lambda v: v <= 20))
+    page = indexed.query(TableName="indexed", IndexName="by-v", Limit=10,
+                         KeyConditionExpression="pk = :p AND v <= :a",
+                         ExpressionAttributeValues={":p": {"S": "p0"}, ":a": {"N": "20"}})
+    assert page["Count"] == page["ScannedCount"] == 10
