@@ -33,6 +33,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from chalicelib.local import moto_index
+from chalicelib.local.moto_index import sort_key
+
 _LOCK = threading.RLock()
 _APPLIED: set[str] = set()
 # The keys a running TransactWriteItems names, per table: what its backup must copy.
@@ -141,6 +144,7 @@ def _table_backup(table: Any, keys: list[dict[str, Any]]) -> Any:
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     backup = copy.copy(table)
+    moto_index.forget(backup)
     if table.range_key_attr is None:
         backup.items = copy.copy(table.items)
     else:
@@ -190,6 +194,33 @@ def partition_index_queries() -> None:
 
     Table.query = query  # type: ignore[method-assign]
     Table.all_items = all_items  # type: ignore[method-assign]
+    _keep_partition_indexes()
+
+
+def _keep_partition_indexes() -> None:
+    """Place every item moto writes in the sorted partition views of its table."""
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    original_put = Table.put_item
+    original_update = DynamoDBBackend.update_item
+
+    @functools.wraps(original_put)
+    def put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        item = original_put(self, *args, **kwargs)
+        moto_index.item_written(self, item)
+        return item
+
+    @functools.wraps(original_update)
+    def update_item(self: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
+        item = original_update(self, table_name, *args, **kwargs)
+        table = self.get_table(table_name)
+        live = table.items.get(item.hash_key, {}).get(item.range_key) if item else None
+        moto_index.item_written(table, live)
+        return item
+
+    Table.put_item = put_item  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
 
 
 def _local_index_items(table: Any, args: dict[str, Any]) -> list[Any] | None:
@@ -205,7 +236,21 @@ def _local_index_items(table: Any, args: dict[str, Any]) -> list[Any] | None:
     if (len(ranges) != 1 or not limit or not comparison or args.get("filter_kwargs")
             or args.get("scan_index_forward") is False):
         return items
+    numeric = _numeric_test(comparison, args["range_objs"])
+    if comparison in ("<", "<=") and numeric is not None:
+        view = moto_index.partition_index(table, index_name, ranges[0], hash_key)
+        return view.first(int(limit) + 1, _start_key(table, ranges[0], args), numeric)
     return _first_entries(table, items, ranges[0], args, int(limit) + 1)
+
+
+def _start_key(table: Any, attr: str, args: dict[str, Any]) -> moto_index.Key | None:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    start = args.get("exclusive_start_key")
+    rank = table.range_key_attr
+    if not start or attr not in start or rank not in start:
+        return None
+    return sort_key(DynamoType(start[attr]), DynamoType(start[rank]))
 
 
 def _first_entries(
@@ -213,16 +258,12 @@ def _first_entries(
 ) -> list[Any]:
     """The first `count` index entries in (index key, table range key) order that match
     the key condition and come after ExclusiveStartKey: all moto needs for one page."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
-
     comparison, values = args["range_comparison"], args["range_objs"]
     rank = table.range_key_attr
-    start = args.get("exclusive_start_key")
-    after = ((DynamoType(start[attr]), DynamoType(start[rank]))
-             if start and attr in start and rank in start else None)
+    after = _start_key(table, attr, args)
     numeric = _numeric_test(comparison, values)
-    matching = []
-    for item in items:
+    matching: list[tuple[tuple[Any, Any], int, Any]] = []
+    for position, item in enumerate(items):
         value = item.attrs.get(attr)
         if value is None:
             continue
@@ -231,9 +272,10 @@ def _first_entries(
                 continue
         elif not value.compare(comparison, values):
             continue
-        if after is None or after < (value, item.attrs[rank]):
-            matching.append(item)
-    return heapq.nsmallest(count, matching, key=lambda item: (item.attrs[attr], item.attrs[rank]))
+        key = sort_key(value, item.attrs[rank])
+        if after is None or after < key:
+            matching.append((key, position, item))
+    return [item for _, _, item in heapq.nsmallest(count, matching)]
 
 
 def _numeric_test(comparison: str, values: list[Any]) -> Callable[[Decimal], bool] | None:

@@ -22,7 +22,7 @@ from chalicelib.backend.messages import (
     new_message_id,
 )
 from chalicelib.backend.receipts import ReceiptCodec
-from chalicelib.backend.store import MessageStore, VisibilityChange
+from chalicelib.backend.store import CandidatePage, MessageStore, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
 from chalicelib.metadata.types import QueueRecord
@@ -36,6 +36,7 @@ from chalicelib.service.exceptions import (
     ServiceUnavailableError,
     SqsError,
 )
+from chalicelib.service.frontier import Frontier
 
 _CLAIM_ROUNDS = 3
 logger = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class MessageService:
         self._poll_interval_ms = poll_interval_ms
         self.stats = ReceiveStats()
         self._contention: dict[str, float] = {}
+        self._frontiers: dict[tuple[str, int], Frontier] = {}
         self._lock = threading.Lock()
 
     # -- send --------------------------------------------------------------------------
@@ -240,20 +242,29 @@ class MessageService:
         self, queue: QueueRecord, shard: int, wanted: int, timeout: int, got: list[Received]
     ) -> None:
         """Claim from one shard into `got` until it holds `wanted` or the shard runs dry."""
+        frontier = self._frontier(queue.queue_id, shard)
         after: Candidate | None = None
         for _ in range(_CLAIM_ROUNDS):
             now = self._clock.now_ms()
             contention = self._contention.get(queue.queue_id, 0.0)
             limit = (wanted - len(got)) + min(wanted - len(got), round(contention))
-            page = self._store.find_candidates(queue.queue_id, shard, now, limit, after)
-            ordered = list(page.candidates)
-            if contention >= 0.5:
-                random.shuffle(ordered)
-            lost = self._take(queue, shard, ordered, wanted - len(got), timeout, now, got)
-            self._record(queue.queue_id, page.items_read, lost)
-            if len(got) >= wanted or not page.more:
+
+            def fetch(start: Candidate | None, now: int = now, limit: int = limit) -> CandidatePage:
+                return self._store.find_candidates(queue.queue_id, shard, now, limit, start)
+
+            with frontier.reserve(fetch, after) as page:
+                ordered = list(page.candidates)
+                if contention >= 0.5:
+                    random.shuffle(ordered)
+                lost = self._take(queue, shard, ordered, wanted - len(got), timeout, now, got)
+                self._record(queue.queue_id, page.items_read, lost)
+            if len(got) >= wanted or not page.more or page.last is None:
                 break
-            after = page.candidates[-1]
+            after = page.last
+
+    def _frontier(self, queue_id: str, shard: int) -> Frontier:
+        with self._lock:
+            return self._frontiers.setdefault((queue_id, shard), Frontier())
 
     def _take(
         self, queue: QueueRecord, shard: int, candidates: list[Candidate], wanted: int,

@@ -189,3 +189,39 @@ def test_index_counts_and_scanned_counts_are_kept(indexed: Any) -> None:
                          KeyConditionExpression="pk = :p AND v <= :a",
                          ExpressionAttributeValues={":p": {"S": "p0"}, ":a": {"N": "20"}})
     assert page["Count"] == page["ScannedCount"] == 10
+
+
+def test_index_pages_follow_updates_deletes_puts_and_cancelled_transactions(
+    indexed: Any,
+) -> None:
+    rng = random.Random(11)
+    keys = [f"s{n:04d}" for n in range(1, 300, 2)]  # the p1 partition
+
+    def key(sk: str) -> dict[str, Any]:
+        return {"pk": {"S": "p1"}, "sk": {"S": sk}}
+
+    for round_ in range(12):
+        _pages(indexed, 4, "v <= :a")  # build and walk the sorted view between changes
+        for _ in range(15):
+            sk = rng.choice(keys)
+            move = rng.random()
+            if move < 0.5:  # up or down, across the :a bound either way
+                indexed.update_item(TableName="indexed", Key=key(sk), UpdateExpression="SET v = :v",
+                                    ExpressionAttributeValues={":v": {"N": str(rng.randrange(40))}})
+            elif move < 0.7:
+                indexed.delete_item(TableName="indexed", Key=key(sk))
+            elif move < 0.9:
+                value = {"N": str(rng.randrange(40))}
+                indexed.put_item(TableName="indexed", Item={**key(sk), "v": value})
+            else:
+                with pytest.raises(ClientError):
+                    indexed.transact_write_items(TransactItems=[
+                        {"Update": {"TableName": "indexed", "Key": key(sk),
+                                    "UpdateExpression": "SET v = :v",
+                                    "ExpressionAttributeValues": {":v": {"N": "0"}}}},
+                        {"ConditionCheck": {"TableName": "indexed", "Key": key("s0001"),
+                                            "ConditionExpression": "attribute_exists(nope)"}},
+                    ])
+        pages = _pages(indexed, 4, "v <= :a")
+        got = [(int(i["v"]["N"]), i["sk"]["S"]) for page in pages for i in page]
+        assert got == _expected(indexed, "p1", lambda v: v <= 20), f"round {round_}"
