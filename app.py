@@ -76,7 +76,15 @@ def on_message_change(event: DynamoDBEvent) -> None:
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
+def manage_shards(event: CloudWatchEvent) -> None:
+    """The internal cluster manager: forget scaled-in shards once they have drained."""
+    queues = runtime.services_for().queues
+    for queue in queues.draining_queues():
+        queues.forget_drained(queue)
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_retention(event: CloudWatchEvent) -> None:
     """Remove messages past their retention period."""
     backend = runtime.backend()
-    maintenance.sweep_expired(backend.store, backend.repo.scan_active(), backend.clock.now_ms())
+    maintenance.sweep_expired(backend.stores, backend.repo.scan_active(), backend.clock.now_ms())

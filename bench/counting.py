@@ -123,7 +123,7 @@ def messages_client() -> Any:
     Queue metadata goes through PynamoDB's own client, whose reads DMQ caches; it is
     not counted.
     """
-    store = dmq_app.runtime.backend().store
+    store: Any = dmq_app.runtime.backend().stores.of("default")
     return store._db  # the store keeps its client private; the benchmark only observes it
 
 

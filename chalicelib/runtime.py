@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from chalicelib.aws import Clients
 from chalicelib.backend.bodies import BodyStore
+from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
@@ -23,7 +24,7 @@ from chalicelib.settings import Settings, get_settings
 class Backend:
     """What the stream and schedule handlers work with."""
 
-    store: DynamoMessageStore
+    stores: ClusterStores
     bodies: BodyStore
     repo: QueueRepository
     clock: Clock
@@ -60,9 +61,11 @@ class Runtime:
     def _build(self, settings: Settings) -> tuple[Services, Backend]:
         clients = Clients(settings)
         bodies = BodyStore(clients.s3, settings.bodies_bucket)
-        store = DynamoMessageStore(
-            clients.dynamodb, settings.messages_table, bodies, settings.inline_body_limit
-        )
+        stores = ClusterStores({
+            cluster: DynamoMessageStore(clients.dynamodb, settings.cluster_table(cluster), bodies,
+                                        settings.inline_body_limit)
+            for cluster in settings.clusters
+        })
         repo = QueueRepository(
             settings.queues_table, settings.region, settings.dynamodb_endpoint,
             settings.metadata_cache_seconds,
@@ -73,12 +76,12 @@ class Runtime:
             return holder[0].by_arn(arn)
 
         messages = MessageService(
-            store, ReceiptCodec(settings.receipt_key), self._clock, Wakeups(),
+            stores, ReceiptCodec(settings.receipt_key), self._clock, Wakeups(),
             queue_by_arn, settings.long_poll_interval_ms,
         )
         queues = QueueService(repo, messages, self._clock)
         holder.append(queues)
-        return Services(settings, queues, messages), Backend(store, bodies, repo, self._clock)
+        return Services(settings, queues, messages), Backend(stores, bodies, repo, self._clock)
 
     def configure(self, settings: Settings | None = None, clock: Clock | None = None) -> None:
         """Replace the settings or clock and forget what was built (local runs and tests)."""

@@ -28,6 +28,11 @@ class Settings:
     inline_body_limit: int = 300_000
     long_poll_interval_ms: int = 1000
     metadata_cache_seconds: float = 5.0
+    clusters: tuple[str, ...] = ("default",)
+
+    def cluster_table(self, cluster: str) -> str:
+        """The messages table of a cluster: the default cluster keeps the plain name."""
+        return self.messages_table if cluster == "default" else f"{self.messages_table}-{cluster}"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -54,7 +59,14 @@ class Settings:
             metadata_cache_seconds=float(
                 env.get("DMQ_METADATA_CACHE_SECONDS", base.metadata_cache_seconds)
             ),
+            clusters=_names(env.get("DMQ_CLUSTERS", ""), base.clusters),
         )
+
+
+def _names(text: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated list; the default cluster always comes first."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    return tuple(dict.fromkeys([*default, *names]))
 
 
 @lru_cache(maxsize=1)

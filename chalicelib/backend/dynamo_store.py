@@ -55,10 +55,12 @@ class DynamoMessageStore:
         self._inline_limit = inline_limit
 
     # -- writes ---------------------------------------------------------------------------
-    def put_messages(self, queue_id: str, shard: int, messages: Sequence[Message]) -> set[str]:
-        """BatchWriteItem with retries of unprocessed items; large bodies go to S3 first."""
-        stored = [self._offload(queue_id, m) for m in messages]
-        requests = [{"PutRequest": {"Item": items.to_item(queue_id, shard, m)}} for m in stored]
+    def put_messages(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> set[str]:
+        """BatchWriteItem (any shards in one call) with retries; large bodies go to S3 first."""
+        requests = [
+            {"PutRequest": {"Item": items.to_item(queue_id, shard, self._offload(queue_id, m))}}
+            for shard, m in placed
+        ]
         if len(requests) == 1:
             with translate_errors():
                 self._db.put_item(TableName=self.table, Item=requests[0]["PutRequest"]["Item"])
@@ -336,6 +338,29 @@ class DynamoMessageStore:
                 Limit=limit,
             )
         return [self._load(item) for item in result.get("Items", [])]
+
+    def next_visible_at(self, queue_id: str, shard: int, now_ms: int) -> int | None:
+        """One index Query of at most one key past `now`."""
+        with translate_errors():
+            result = self._db.query(
+                TableName=self.table, IndexName=VISIBLE_INDEX,
+                KeyConditionExpression="pk = :pk AND visible_at > :now",
+                ExpressionAttributeValues={":pk": {"S": items.partition_key(queue_id, shard)},
+                                           ":now": {"N": str(now_ms)}},
+                ProjectionExpression="visible_at", Limit=1,
+            )
+        found = result.get("Items", [])
+        return int(found[0]["visible_at"]["N"]) if found else None
+
+    def is_empty(self, queue_id: str, shard: int) -> bool:
+        """One index Query of at most one key: every live message has a `visible_at`."""
+        with translate_errors():
+            result = self._db.query(
+                TableName=self.table, IndexName=VISIBLE_INDEX, KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": items.partition_key(queue_id, shard)}},
+                Select="COUNT", Limit=1,
+            )
+        return int(result.get("Count", 0)) == 0
 
     def purge(self, queue_id: str, shard: int) -> int:
         """Delete every message of a shard, 25 keys to a BatchWriteItem."""

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from chalicelib.backend.bodies import BodyStore
+from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.messages import Candidate
 from chalicelib.backend.store import MessageStore
 from chalicelib.metadata.types import QueueRecord
@@ -34,12 +35,12 @@ def release_bodies(
     return len(keys)
 
 
-def sweep_expired(store: MessageStore, queues: Iterable[QueueRecord], now_ms: int) -> int:
+def sweep_expired(stores: ClusterStores, queues: Iterable[QueueRecord], now_ms: int) -> int:
     """Delete visible messages past retention (emulators never run TTL; AWS lags by days)."""
     removed = 0
     for queue in queues:
-        for shard in range(queue.shard_count):
-            removed += _sweep_shard(store, queue.queue_id, shard, now_ms)
+        for shard in queue.shards:
+            removed += _sweep_shard(stores.of(shard.cluster), queue.queue_id, shard.id, now_ms)
     return removed
 
 

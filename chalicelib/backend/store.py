@@ -29,8 +29,8 @@ class VisibilityChange:
 class MessageStore(Protocol):
     """Primitives over one messages table; all queue logic lives above them."""
 
-    def put_messages(self, queue_id: str, shard: int, messages: Sequence[Message]) -> set[str]:
-        """Store new messages in one batch; return the ids that could not be stored."""
+    def put_messages(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> set[str]:
+        """Store new messages (each with its shard) in one batch; return the ids not stored."""
         ...
 
     def find_candidates(
@@ -73,6 +73,14 @@ class MessageStore(Protocol):
 
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
         """Approximate visible, in-flight and delayed counts of one shard."""
+        ...
+
+    def next_visible_at(self, queue_id: str, shard: int, now_ms: int) -> int | None:
+        """When the shard's next hidden message (in flight or delayed) becomes visible."""
+        ...
+
+    def is_empty(self, queue_id: str, shard: int) -> bool:
+        """True when the shard holds no message at all (visible, in flight or delayed)."""
         ...
 
     def purge(self, queue_id: str, shard: int) -> int:

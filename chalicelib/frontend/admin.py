@@ -19,8 +19,8 @@ MAX_PEEK = 100
 def _record(queue: QueueRecord) -> dict[str, Any]:
     return {
         "queue_id": queue.queue_id, "account": queue.account, "name": queue.name,
-        "region": queue.region, "arn": queue.arn, "shards": queue.shard_count,
-        "cluster": queue.cluster, "created_ms": queue.created_ms,
+        "region": queue.region, "arn": queue.arn, "shard_count": queue.shard_count,
+        "shards": [s.to_json() for s in queue.shards], "created_ms": queue.created_ms,
         "modified_ms": queue.modified_ms, "attributes": queue.attributes, "tags": queue.tags,
     }
 

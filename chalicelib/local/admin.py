@@ -56,7 +56,7 @@ def _queue_path(queue_id: str) -> str:
 def _print_queues(data: dict[str, Any]) -> None:
     print(f"{'queue':50} {'shards':>6}  region")
     for queue in data["queues"]:
-        print(f"{queue['queue_id']:50} {queue['shards']:>6}  {queue['region']}")
+        print(f"{queue['queue_id']:50} {queue['shard_count']:>6}  {queue['region']}")
 
 
 def _print_messages(data: dict[str, Any]) -> None:

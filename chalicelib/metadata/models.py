@@ -27,7 +27,7 @@ class QueueModel(Model):
     created_ms = NumberAttribute(default=0)
     modified_ms = NumberAttribute(default=0)
     shard_count = NumberAttribute(default=1)
-    cluster = UnicodeAttribute(default="default")
+    shard_map = UnicodeAttribute(null=True)
     status = UnicodeAttribute(default="ACTIVE")
     deleted_ms = NumberAttribute(default=0)
     purged_ms = NumberAttribute(default=0)

@@ -12,7 +12,13 @@ from pynamodb.exceptions import PutError, PynamoDBException
 
 from chalicelib.backend.exceptions import StoreError, StoreThrottledError
 from chalicelib.metadata.models import QueueModel, model_for
-from chalicelib.metadata.types import QueueRecord, QueueStatus
+from chalicelib.metadata.types import (
+    QueueRecord,
+    QueueStatus,
+    Shard,
+    shards_from_text,
+    shards_to_text,
+)
 
 
 class ConcurrentChangeError(Exception):
@@ -47,8 +53,8 @@ def _to_record(model: QueueModel) -> QueueRecord:
         tags={k: str(v) for k, v in model.tags.as_dict().items()},
         created_ms=int(model.created_ms),
         modified_ms=int(model.modified_ms),
-        shard_count=int(model.shard_count),
-        cluster=model.cluster,
+        shards=(shards_from_text(model.shard_map) if model.shard_map
+                else tuple(Shard(i) for i in range(int(model.shard_count)))),
         status=QueueStatus(model.status),
         deleted_ms=int(model.deleted_ms),
         purged_ms=int(model.purged_ms),
@@ -104,7 +110,7 @@ class QueueRepository:
             created_ms=record.created_ms,
             modified_ms=record.modified_ms,
             shard_count=record.shard_count,
-            cluster=record.cluster,
+            shard_map=shards_to_text(record.shards),
             status=record.status.value,
             deleted_ms=record.deleted_ms,
             purged_ms=record.purged_ms,

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+DEFAULT_CLUSTER = "default"
+
 
 class QueueStatus(StrEnum):
     """Lifecycle of a queue record."""
@@ -33,6 +35,46 @@ class RedrivePolicy:
 
 
 @dataclass(frozen=True)
+class Shard:
+    """One partition key of a queue: `<queue id>#<id>` in its cluster's messages table.
+
+    A draining shard takes no new messages; receives still read it until it is empty and
+    the internal cluster manager forgets it.
+    """
+
+    id: int
+    cluster: str = DEFAULT_CLUSTER
+    draining_since_ms: int = 0
+
+    @property
+    def draining(self) -> bool:
+        """True once the shard was scaled in."""
+        return self.draining_since_ms > 0
+
+    def to_json(self) -> dict[str, object]:
+        """The shard as the metadata table and the admin view show it."""
+        return {"id": self.id, "cluster": self.cluster,
+                "state": "draining" if self.draining else "active",
+                **({"draining_since_ms": self.draining_since_ms} if self.draining else {})}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Shard:
+        """Parse what `to_json` wrote."""
+        return cls(int(str(data["id"])), str(data.get("cluster", DEFAULT_CLUSTER)),
+                   int(str(data.get("draining_since_ms", 0))))
+
+
+def shards_to_text(shards: tuple[Shard, ...]) -> str:
+    """The shard map as stored in the metadata table."""
+    return json.dumps([s.to_json() for s in shards], separators=(",", ":"))
+
+
+def shards_from_text(text: str) -> tuple[Shard, ...]:
+    """Parse a stored shard map."""
+    return tuple(Shard.from_json(d) for d in json.loads(text))
+
+
+@dataclass(frozen=True)
 class QueueRecord:
     """One queue, as the metadata table holds it."""
 
@@ -43,8 +85,7 @@ class QueueRecord:
     tags: dict[str, str] = field(default_factory=dict)
     created_ms: int = 0
     modified_ms: int = 0
-    shard_count: int = 1
-    cluster: str = "default"
+    shards: tuple[Shard, ...] = (Shard(0),)
     status: QueueStatus = QueueStatus.ACTIVE
     deleted_ms: int = 0
     purged_ms: int = 0
@@ -54,6 +95,23 @@ class QueueRecord:
     def queue_id(self) -> str:
         """The metadata key, `<account>/<name>`."""
         return queue_id_of(self.account, self.name)
+
+    @property
+    def active_shards(self) -> tuple[Shard, ...]:
+        """The shards that take new messages."""
+        return tuple(s for s in self.shards if not s.draining)
+
+    @property
+    def shard_count(self) -> int:
+        """How many shards take new messages (the `DmqShardCount` attribute)."""
+        return len(self.active_shards)
+
+    def shard(self, shard_id: int) -> Shard | None:
+        """The shard with this id, if the queue still has it."""
+        for shard in self.shards:
+            if shard.id == shard_id:
+                return shard
+        return None
 
     @property
     def arn(self) -> str:

@@ -12,6 +12,7 @@ from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
     UnsupportedOperationError,
 )
+from chalicelib.service.shards import MAX_SHARDS
 
 MAX_MESSAGE_SIZE = 1_048_576
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -55,7 +56,13 @@ COMPUTED = (
     "LastModifiedTimestamp",
     "QueueArn",
 )
-READABLE = frozenset({*SETTABLE, *COMPUTED, "All"})
+# DMQ's own attributes. SDKs pass attribute names they do not know through unchanged, so
+# `Attributes={"DmqShardCount": "4"}` works from boto3 and the AWS CLI. `All` leaves them
+# out, so that SQS code sees only SQS attributes; ask for them by name.
+SHARD_COUNT = "DmqShardCount"
+EXTENSIONS_SETTABLE = frozenset({SHARD_COUNT})
+EXTENSIONS_READABLE = frozenset({*EXTENSIONS_SETTABLE, "DmqShards"})
+READABLE = frozenset({*SETTABLE, *COMPUTED, *EXTENSIONS_READABLE, "All"})
 
 
 def _invalid(name: str, reason: str = "") -> InvalidAttributeValueError:
@@ -136,6 +143,13 @@ def _check_text(name: str, value: str) -> str:
     return value
 
 
+def _check_shard_count(name: str, value: str) -> str:
+    text = value.strip()
+    if not _INTEGER.fullmatch(text) or not 1 <= int(text) <= MAX_SHARDS:
+        raise _invalid(name, f"Must be an integer from 1 to {MAX_SHARDS}.")
+    return str(int(text))
+
+
 CHECKS: dict[str, Callable[[str, str], str]] = {
     **{name: _check_int for name in INT_RANGES},
     "SqsManagedSseEnabled": _check_bool,
@@ -143,6 +157,7 @@ CHECKS: dict[str, Callable[[str, str], str]] = {
     "RedrivePolicy": _check_redrive_policy,
     "RedriveAllowPolicy": _check_redrive_allow_policy,
     "KmsMasterKeyId": _check_text,
+    SHARD_COUNT: _check_shard_count,
 }
 
 
@@ -156,7 +171,7 @@ def validate_settable(attributes: Mapping[str, str]) -> dict[str, str]:
             raise UnsupportedOperationError(
                 f"{name}: FIFO queues are not supported by DMQ yet; use a standard queue."
             )
-        if name not in SETTABLE:
+        if name not in SETTABLE and name not in EXTENSIONS_SETTABLE:
             raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
         normalised[name] = CHECKS[name](name, str(value))
     return normalised

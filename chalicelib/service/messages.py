@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.exceptions import StoreError
 from chalicelib.backend.messages import (
     AttributeValue,
@@ -22,11 +23,12 @@ from chalicelib.backend.messages import (
     new_message_id,
 )
 from chalicelib.backend.receipts import ReceiptCodec
-from chalicelib.backend.store import CandidatePage, MessageStore, VisibilityChange
+from chalicelib.backend.store import CandidatePage, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
-from chalicelib.metadata.types import QueueRecord
+from chalicelib.metadata.types import QueueRecord, Shard
 from chalicelib.service import message_rules as rules
+from chalicelib.service import shards
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
 from chalicelib.service.checksums import md5_of_attributes, md5_of_body
 from chalicelib.service.exceptions import (
@@ -39,6 +41,11 @@ from chalicelib.service.exceptions import (
 from chalicelib.service.frontier import Frontier
 
 _CLAIM_ROUNDS = 3
+# A shard with nothing visible is skipped by this process's receives until its next hidden
+# message becomes visible, for at most this long, unless this process writes to it first.
+# Like SQS short polling, a receive may then miss a message that another front end has
+# just sent; a long poll finds it on its next pass.
+EMPTY_HINT_MS = 1000
 logger = logging.getLogger(__name__)
 
 
@@ -100,10 +107,10 @@ class MessageService:
     """The queue logic over a MessageStore; it takes `now` from the injected clock."""
 
     def __init__(
-        self, store: MessageStore, receipts: ReceiptCodec, clock: Clock, wakeups: Wakeups,
+        self, stores: ClusterStores, receipts: ReceiptCodec, clock: Clock, wakeups: Wakeups,
         queue_by_arn: QueueByArn, poll_interval_ms: int = 1000,
     ) -> None:
-        self._store = store
+        self._stores = stores
         self._receipts = receipts
         self._clock = clock
         self._wakeups = wakeups
@@ -112,6 +119,8 @@ class MessageService:
         self.stats = ReceiveStats()
         self._contention: dict[str, float] = {}
         self._frontiers: dict[tuple[str, int], Frontier] = {}
+        self._empty_until: dict[tuple[str, int], int] = {}
+        self._writes: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
 
     # -- send --------------------------------------------------------------------------
@@ -141,7 +150,7 @@ class MessageService:
     def send(self, queue: QueueRecord, request: SendRequest) -> Message:
         """SendMessage: validate, store, wake long polls. Raises the SQS error on failure."""
         message = self._prepare(queue, request, self._clock.now_ms())
-        if self._store.put_messages(queue.queue_id, self._pick_shard(queue), [message]):
+        if self._store_spread(queue, [message]):
             raise ServiceUnavailableError("The message could not be stored; retry the request.")
         self._wakeups.notify(queue.queue_id)
         return message
@@ -175,17 +184,30 @@ class MessageService:
         return sent, failures
 
     def _store_spread(self, queue: QueueRecord, messages: list[Message]) -> set[str]:
-        by_shard: dict[int, list[Message]] = {}
-        for message in messages:
-            by_shard.setdefault(self._pick_shard(queue), []).append(message)
-        unstored: set[str] = set()
-        for shard, group in by_shard.items():
-            unstored |= self._store.put_messages(queue.queue_id, shard, group)
+        """Spread the messages over the active shards of one cluster: one batch write.
+
+        The cluster is drawn with a weight of its active shard count, so a queue split
+        across clusters still fills every shard evenly over many batches.
+        """
+        if not messages:
+            return set()
+        cluster = random.choice(queue.active_shards).cluster
+        shards = [s for s in queue.active_shards if s.cluster == cluster]
+        placed = [(random.choice(shards).id, m) for m in messages]
+        unstored = self._stores.of(cluster).put_messages(queue.queue_id, placed)
+        for shard_id in {shard_id for shard_id, _ in placed}:
+            self._touch(queue.queue_id, shard_id)
         return unstored
 
-    @staticmethod
-    def _pick_shard(queue: QueueRecord) -> int:
-        return random.randrange(queue.shard_count)
+    def _touch(self, queue_id: str, shard_id: int) -> None:
+        """This process wrote to the shard: it is no longer known to be empty."""
+        with self._lock:
+            key = (queue_id, shard_id)
+            self._empty_until.pop(key, None)
+            self._writes[key] = self._writes.get(key, 0) + 1
+
+    def _known_empty(self, queue_id: str, shard_id: int, now: int) -> bool:
+        return self._empty_until.get((queue_id, shard_id), 0) > now
 
     # -- receive -----------------------------------------------------------------------
     def receive(
@@ -221,10 +243,14 @@ class MessageService:
         count raised, without any consumer having had them.
         """
         got: list[Received] = []
-        offset = random.randrange(queue.shard_count)
+        ring = queue.shards
+        offset = random.randrange(len(ring))
+        now = self._clock.now_ms()
         try:
-            for step in range(queue.shard_count):
-                shard = (offset + step) % queue.shard_count
+            for step in range(len(ring)):
+                shard = ring[(offset + step) % len(ring)]
+                if self._known_empty(queue.queue_id, shard.id, now):
+                    continue
                 self._claim_from_shard(queue, shard, wanted, timeout, got)
                 if len(got) >= wanted:
                     break
@@ -239,35 +265,53 @@ class MessageService:
         return got
 
     def _claim_from_shard(
-        self, queue: QueueRecord, shard: int, wanted: int, timeout: int, got: list[Received]
+        self, queue: QueueRecord, placed: Shard, wanted: int, timeout: int, got: list[Received]
     ) -> None:
         """Claim from one shard into `got` until it holds `wanted` or the shard runs dry."""
+        shard = placed.id
+        store = self._stores.of(placed.cluster)
         frontier = self._frontier(queue.queue_id, shard)
+        writes = self._writes.get((queue.queue_id, shard), 0)
         after: Candidate | None = None
-        for _ in range(_CLAIM_ROUNDS):
+        for round_ in range(_CLAIM_ROUNDS):
             now = self._clock.now_ms()
             contention = self._contention.get(queue.queue_id, 0.0)
             limit = (wanted - len(got)) + min(wanted - len(got), round(contention))
 
             def fetch(start: Candidate | None, now: int = now, limit: int = limit) -> CandidatePage:
-                return self._store.find_candidates(queue.queue_id, shard, now, limit, start)
+                return store.find_candidates(queue.queue_id, shard, now, limit, start)
 
             with frontier.reserve(fetch, after) as page:
                 ordered = list(page.candidates)
                 if contention >= 0.5:
                     random.shuffle(ordered)
-                lost = self._take(queue, shard, ordered, wanted - len(got), timeout, now, got)
+                lost = self._take(queue, placed, ordered, wanted - len(got), timeout, now, got)
                 self._record(queue.queue_id, page.items_read, lost)
+            if round_ == 0 and not page.candidates and not page.more:
+                self._hint_empty(queue.queue_id, placed, now, writes)
             if len(got) >= wanted or not page.more or page.last is None:
                 break
             after = page.last
+
+    def _hint_empty(self, queue_id: str, placed: Shard, now: int, writes: int) -> None:
+        """Nothing is visible in the shard: skip it until its next message shows (or 1 s).
+
+        `writes` is this process's write count of the shard when the receive read it; a
+        write since then means the shard may no longer be empty, so no hint is left.
+        """
+        next_at = self._stores.of(placed.cluster).next_visible_at(queue_id, placed.id, now)
+        until = now + EMPTY_HINT_MS if next_at is None else min(next_at, now + EMPTY_HINT_MS)
+        key = (queue_id, placed.id)
+        with self._lock:
+            if self._writes.get(key, 0) == writes:
+                self._empty_until[key] = until
 
     def _frontier(self, queue_id: str, shard: int) -> Frontier:
         with self._lock:
             return self._frontiers.setdefault((queue_id, shard), Frontier())
 
     def _take(
-        self, queue: QueueRecord, shard: int, candidates: list[Candidate], wanted: int,
+        self, queue: QueueRecord, placed: Shard, candidates: list[Candidate], wanted: int,
         timeout: int, now: int, got: list[Received],
     ) -> int:
         """Claim candidates into `got`; return how many claims were lost to other receivers.
@@ -277,6 +321,8 @@ class MessageService:
         it is skipped, so that one response never holds a message twice. A message older
         than the queue's retention (lowered since it was sent) is dropped, as in SQS.
         """
+        shard = placed.id
+        store = self._stores.of(placed.cluster)
         redrive = queue.redrive_policy
         max_receives = redrive.max_receive_count if redrive else None
         retention_ms = queue.attribute_int("MessageRetentionPeriod") * 1000
@@ -293,10 +339,10 @@ class MessageService:
                 expired.append(candidate.message_id)
                 continue
             if action is CandidateAction.DEAD_LETTER and self._dead_letter(
-                queue, shard, candidate, now
+                queue, placed, candidate, now
             ):
                 continue
-            received = self._claim(queue, shard, candidate, now + timeout * 1000, now)
+            received = self._claim(queue, placed, candidate, now + timeout * 1000, now)
             if received is None:
                 lost += 1
             elif received.message.sent_ms + retention_ms <= now:
@@ -305,33 +351,65 @@ class MessageService:
                 got.append(received)
                 taken += 1
         if expired:
-            self._store.delete_expired(queue.queue_id, shard, expired)
+            store.delete_expired(queue.queue_id, shard, expired)
         return lost
 
     def _claim(
-        self, queue: QueueRecord, shard: int, candidate: Candidate, visible_at: int, now: int
+        self, queue: QueueRecord, placed: Shard, candidate: Candidate, visible_at: int, now: int
     ) -> Received | None:
         """Claim one candidate with a fresh token; None when another receiver won it."""
         token = new_claim_token()
-        message = self._store.claim(queue.queue_id, shard, candidate, visible_at, token, now)
+        message = self._stores.of(placed.cluster).claim(
+            queue.queue_id, placed.id, candidate, visible_at, token, now
+        )
         if message is None:
             return None
-        ref = MessageRef(queue.queue_id, shard, message.message_id, token)
+        ref = MessageRef(queue.queue_id, placed.id, message.message_id, token)
         return Received(message, self._receipts.encode(ref))
 
-    def _dead_letter(self, queue: QueueRecord, shard: int, candidate: Candidate, now: int) -> bool:
-        """Move an over-received message to the DLQ; False if there is no DLQ to move to."""
+    def _dead_letter(
+        self, queue: QueueRecord, placed: Shard, candidate: Candidate, now: int
+    ) -> bool:
+        """Move an over-received message to the DLQ; False if there is no DLQ to move to.
+
+        Within one cluster the move is one transaction. Across clusters (two tables) the
+        message is claimed, written to the DLQ, then deleted under the claim: a failure in
+        between leaves it in the source queue, to be moved again, never lost.
+        """
         redrive = queue.redrive_policy
         target = self._queue_by_arn(redrive.dead_letter_target_arn) if redrive else None
         if target is None:
             return False
-        self._store.move(
-            queue.queue_id, shard, candidate, target.queue_id,
-            random.randrange(target.shard_count),
-            target.attribute_int("MessageRetentionPeriod") * 1000, now,
-        )
+        retention_ms = target.attribute_int("MessageRetentionPeriod") * 1000
+        same = [s for s in target.active_shards if s.cluster == placed.cluster]
+        if same:
+            target_shard = random.choice(same)
+            self._stores.of(placed.cluster).move(
+                queue.queue_id, placed.id, candidate, target.queue_id, target_shard.id,
+                retention_ms, now,
+            )
+        else:
+            target_shard = random.choice(target.active_shards)
+            self._move_across(queue, placed, candidate, target, target_shard, retention_ms, now)
+        self._touch(target.queue_id, target_shard.id)
         self._wakeups.notify(target.queue_id)
         return True
+
+    def _move_across(
+        self, queue: QueueRecord, placed: Shard, candidate: Candidate, target: QueueRecord,
+        target_shard: Shard, retention_ms: int, now: int,
+    ) -> None:
+        token = new_claim_token()
+        source = self._stores.of(placed.cluster)
+        message = source.claim(queue.queue_id, placed.id, candidate, now + 30_000, token, now)
+        if message is None:
+            return
+        moved = message.with_changes(visible_at=now, expires_ms=now + retention_ms)
+        if self._stores.of(target_shard.cluster).put_messages(
+            target.queue_id, [(target_shard.id, moved)]
+        ):
+            return
+        source.delete_claimed([MessageRef(queue.queue_id, placed.id, message.message_id, token)])
 
     def _record(self, queue_id: str, items_read: int, lost: int) -> None:
         with self._lock:
@@ -346,7 +424,8 @@ class MessageService:
     ) -> tuple[list[str], list[EntryFailure]]:
         """DeleteMessage(Batch): stale handles succeed and delete nothing, as in SQS."""
         refs, failures = self._decode(queue, entries)
-        self._store.delete_claimed([ref for _, ref in refs])
+        for cluster, group in _by_cluster(queue, [ref for _, ref in refs]).items():
+            self._stores.of(cluster).delete_claimed(group)
         return [entry_id for entry_id, _ in refs], failures
 
     def change_visibility(
@@ -367,7 +446,7 @@ class MessageService:
         now = self._clock.now_ms()
         timeouts = {e.entry_id: e.visibility_timeout for e in valid}
         changes = [VisibilityChange(ref, now + timeouts[eid] * 1000) for eid, ref in refs]
-        outcomes = self._store.change_visibility(changes, now) if changes else []
+        outcomes = self._change_visibility(queue, changes, now)
         done: list[str] = []
         for (entry_id, _ref), outcome in zip(refs, outcomes, strict=True):
             if outcome is VisibilityOutcome.CHANGED:
@@ -375,6 +454,27 @@ class MessageService:
             else:
                 failures.append(EntryFailure.of(entry_id, _visibility_error(outcome)))
         return done, failures + bad
+
+    def _change_visibility(
+        self, queue: QueueRecord, changes: list[VisibilityChange], now: int
+    ) -> list[VisibilityOutcome]:
+        """Each cluster's changes in one call; a shard the queue no longer has is not found."""
+        outcomes: dict[int, VisibilityOutcome] = {}
+        by_cluster: dict[str, list[int]] = {}
+        for index, change in enumerate(changes):
+            placed = queue.shard(change.ref.shard)
+            if placed is None:
+                outcomes[index] = VisibilityOutcome.NOT_FOUND
+            else:
+                by_cluster.setdefault(placed.cluster, []).append(index)
+        for cluster, indexes in by_cluster.items():
+            results = self._stores.of(cluster).change_visibility(
+                [changes[i] for i in indexes], now
+            )
+            outcomes.update(zip(indexes, results, strict=True))
+        for change in changes:
+            self._touch(queue.queue_id, change.ref.shard)
+        return [outcomes[i] for i in range(len(changes))]
 
     def _decode(
         self, queue: QueueRecord, entries: Sequence[HandleEntry]
@@ -392,14 +492,14 @@ class MessageService:
     # -- queue-wide ----------------------------------------------------------------------
     def purge(self, queue: QueueRecord) -> int:
         """Delete every message of every shard."""
-        return sum(self._store.purge(queue.queue_id, s) for s in range(queue.shard_count))
+        return sum(self._stores.of(s.cluster).purge(queue.queue_id, s.id) for s in queue.shards)
 
     def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
         """The oldest live messages of every shard, read without claiming (inspection)."""
         now = self._clock.now_ms()
         found: list[Message] = []
-        for shard in range(queue.shard_count):
-            found += self._store.peek(queue.queue_id, shard, limit)
+        for shard in queue.shards:
+            found += self._stores.of(shard.cluster).peek(queue.queue_id, shard.id, limit)
         live = [m for m in found if not m.is_expired(now)]
         return sorted(live, key=lambda m: m.message_id)[:limit]
 
@@ -407,9 +507,29 @@ class MessageService:
         """Approximate counts over every shard."""
         now = self._clock.now_ms()
         total = Counts()
-        for shard in range(queue.shard_count):
-            total = total + self._store.count(queue.queue_id, shard, now)
+        for shard in queue.shards:
+            total = total + self._stores.of(shard.cluster).count(queue.queue_id, shard.id, now)
         return total
+
+    def drained_shards(self, queue: QueueRecord) -> tuple[Shard, ...]:
+        """Draining shards that are empty and past the grace period (safe to forget)."""
+        return shards.drained(queue, self._stores, self._clock.now_ms())
+
+    def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
+        """Approximate counts of each shard (the admin view)."""
+        now = self._clock.now_ms()
+        return {s.id: self._stores.of(s.cluster).count(queue.queue_id, s.id, now)
+                for s in queue.shards}
+
+
+def _by_cluster(queue: QueueRecord, refs: list[MessageRef]) -> dict[str, list[MessageRef]]:
+    """Claims grouped by the cluster of their shard; a forgotten shard holds nothing."""
+    grouped: dict[str, list[MessageRef]] = {}
+    for ref in refs:
+        placed = queue.shard(ref.shard)
+        if placed is not None:
+            grouped.setdefault(placed.cluster, []).append(ref)
+    return grouped
 
 
 def _visibility_error(outcome: VisibilityOutcome) -> SqsError:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from chalicelib.clock import Clock
 from chalicelib.metadata.repository import ConcurrentChangeError, QueueRepository
 from chalicelib.metadata.types import (
+    DEFAULT_CLUSTER,
     QueueRecord,
     QueueStatus,
     parse_queue_arn,
     queue_arn,
     queue_id_of,
+    shards_to_text,
 )
 from chalicelib.service import attributes as attrs
 from chalicelib.service.exceptions import (
@@ -25,6 +27,7 @@ from chalicelib.service.exceptions import (
     UnsupportedOperationError,
 )
 from chalicelib.service.messages import MessageService
+from chalicelib.service.shards import resize, split
 from chalicelib.service.tags import check_tag_keys, check_tags
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -49,10 +52,14 @@ def check_queue_name(name: str) -> None:
 class QueueService:
     """Queue-level operations over the metadata repository."""
 
-    def __init__(self, repo: QueueRepository, messages: MessageService, clock: Clock) -> None:
+    def __init__(
+        self, repo: QueueRepository, messages: MessageService, clock: Clock,
+        place: Callable[[str], str] = lambda queue_id: DEFAULT_CLUSTER,
+    ) -> None:
         self._repo = repo
         self._messages = messages
         self._clock = clock
+        self._place = place
 
     # -- lookup ------------------------------------------------------------------------
     def get(self, account: str, name: str) -> QueueRecord:
@@ -88,10 +95,12 @@ class QueueService:
             if reuse is not None:
                 return reuse
         self._check_redrive(account, queue_arn(region, account, name), given)
+        sqs_given, count = _split_extensions(given)
         record = QueueRecord(
             account=account, name=name, region=region,
-            attributes=attrs.with_defaults(given), tags=dict(tags),
+            attributes=attrs.with_defaults(sqs_given), tags=dict(tags),
             created_ms=now, modified_ms=now,
+            shards=resize((), count or 1, self._place(queue_id_of(account, name)), now),
             version=existing.version if existing is not None else 0,
         )
         try:
@@ -112,7 +121,13 @@ class QueueService:
                     "another with the same name."
                 )
             return None
-        for key, value in attrs.with_defaults(given).items():
+        sqs_given, count = _split_extensions(given)
+        if count is not None and count != existing.shard_count:
+            raise QueueNameExistsError(
+                "A queue already exists with the same name and a different value for "
+                f"attribute {attrs.SHARD_COUNT}"
+            )
+        for key, value in attrs.with_defaults(sqs_given).items():
             if key in given and existing.attributes.get(key, "") != value:
                 raise QueueNameExistsError(
                     f"A queue already exists with the same name and a different value for "
@@ -172,6 +187,8 @@ class QueueService:
             LastModifiedTimestamp=str(queue.modified_ms // 1000),
             QueueArn=queue.arn,
         )
+        values[attrs.SHARD_COUNT] = str(queue.shard_count)
+        values["DmqShards"] = shards_to_text(queue.shards)
         if any(n.startswith("ApproximateNumber") for n in wanted):
             counts = self._messages.counts(queue)
             values.update(
@@ -185,11 +202,51 @@ class QueueService:
         """SetQueueAttributes; an empty RedrivePolicy or Policy removes it."""
         given = attrs.validate_settable(attributes)
         self._check_redrive(queue.account, queue.arn, given)
+        sqs_given, count = _split_extensions(given)
         merged = dict(queue.attributes)
-        merged.update(given)
+        merged.update(sqs_given)
         merged = {k: v for k, v in merged.items() if v != ""}
         now = self._clock.now_ms()
-        self._save(queue.with_changes(attributes=merged, modified_ms=now))
+        shards = queue.shards
+        if count is not None:
+            shards = resize(shards, count, self._new_shard_cluster(queue), now)
+        self._save(queue.with_changes(attributes=merged, modified_ms=now, shards=shards))
+
+    # -- shards (the internal cluster manager) -----------------------------------------
+    def set_shard_count(self, queue: QueueRecord, count: int) -> QueueRecord:
+        """Scale a queue out or in; shards scaled in drain before they are forgotten."""
+        now = self._clock.now_ms()
+        shards = resize(queue.shards, count, self._new_shard_cluster(queue), now)
+        return self._save(queue.with_changes(shards=shards, modified_ms=now))
+
+    def split(self, queue: QueueRecord, cluster: str) -> QueueRecord:
+        """Spread a hot queue onto another cluster: as many new shards there as it has."""
+        if any(s.cluster == cluster for s in queue.active_shards):
+            return queue
+        now = self._clock.now_ms()
+        return self._save(queue.with_changes(shards=split(queue.shards, cluster),
+                                             modified_ms=now))
+
+    def draining_queues(self) -> tuple[QueueRecord, ...]:
+        """Active queues with shards still draining (a back-end sweep, never a request)."""
+        return tuple(q for q in self._repo.scan_active() if len(q.shards) > q.shard_count)
+
+    def forget_drained(self, queue: QueueRecord) -> QueueRecord:
+        """Drop draining shards that are empty and past the grace period."""
+        gone = {s.id for s in self._messages.drained_shards(queue)}
+        if not gone:
+            return queue
+        kept = tuple(s for s in queue.shards if s.id not in gone)
+        try:
+            return self._repo.save(queue.with_changes(shards=kept))
+        except ConcurrentChangeError:
+            return queue  # changed meanwhile: the next sweep looks again
+
+    def _new_shard_cluster(self, queue: QueueRecord) -> str:
+        """New shards join the cluster that holds most of the queue's active shards."""
+        clusters = [s.cluster for s in queue.active_shards] or [s.cluster for s in queue.shards]
+        return max(set(clusters), key=clusters.count) if clusters else self._place(
+            queue.queue_id)
 
     def _check_redrive(self, account: str, source_arn: str, given: Mapping[str, str]) -> None:
         """A RedrivePolicy must name a live queue of the account that accepts this source."""
@@ -231,6 +288,13 @@ class QueueService:
         check_tag_keys(keys)
         self._save(queue.with_changes(tags={k: v for k, v in queue.tags.items()
                                             if k not in keys}))
+
+
+def _split_extensions(given: Mapping[str, str]) -> tuple[dict[str, str], int | None]:
+    """SQS attributes (stored as given) apart from DMQ's shard count (kept in the shard map)."""
+    sqs_given = {k: v for k, v in given.items() if k not in attrs.EXTENSIONS_SETTABLE}
+    count = given.get(attrs.SHARD_COUNT)
+    return sqs_given, int(count) if count is not None else None
 
 
 def _allow_policy_refusal(target: QueueRecord, source_arn: str) -> str | None:

@@ -2,7 +2,8 @@
 THEN no acknowledged message is lost and every failure is a proper SQS error.
 
 Faults are raised from `before-call` handlers on the message store's botocore client
-(`runtime.backend().store._db`). botocore emits `before-call` in `_make_api_call` before
+(`runtime.backend().stores.of("default")._db`).
+botocore emits `before-call` in `_make_api_call` before
 `_make_request`, and its retry loop lives inside `_make_request`, so a fault raised there
 reaches DMQ's code as if the store client had used up its own retries (standard mode,
 `max_attempts=4` retries after the first try, chalicelib/aws.py). A fault injected one
@@ -253,7 +254,7 @@ def client(dmq: Client) -> Any:
 @pytest.fixture
 def faults(dmq: Client) -> Iterator[Faults]:
     """The fault injector on the message store's DynamoDB client, removed after the test."""
-    injector = Faults(runtime.backend().store._db)
+    injector = Faults(runtime.backend().stores.of("default")._db)
     yield injector
     injector.clear()
 

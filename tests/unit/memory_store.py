@@ -18,8 +18,8 @@ class MemoryStore:
     def _shard(self, queue_id: str, shard: int) -> dict[str, Message]:
         return self.shards.setdefault((queue_id, shard), {})
 
-    def put_messages(self, queue_id: str, shard: int, messages: Sequence[Message]) -> set[str]:
-        for message in messages:
+    def put_messages(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> set[str]:
+        for shard, message in placed:
             self._shard(queue_id, shard)[message.message_id] = message
         return set()
 
@@ -108,6 +108,14 @@ class MemoryStore:
 
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
         return sorted(self._shard(queue_id, shard).values(), key=lambda m: m.message_id)[:limit]
+
+    def next_visible_at(self, queue_id: str, shard: int, now_ms: int) -> int | None:
+        later = [m.visible_at for m in self._shard(queue_id, shard).values()
+                 if m.visible_at > now_ms]
+        return min(later) if later else None
+
+    def is_empty(self, queue_id: str, shard: int) -> bool:
+        return not self._shard(queue_id, shard)
 
     def purge(self, queue_id: str, shard: int) -> int:
         messages = self._shard(queue_id, shard)

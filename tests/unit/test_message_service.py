@@ -6,10 +6,11 @@ import json
 
 import pytest
 
+from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import FakeClock
-from chalicelib.metadata.types import QueueRecord
+from chalicelib.metadata.types import QueueRecord, Shard
 from chalicelib.service.attributes import with_defaults
 from chalicelib.service.exceptions import ReceiptHandleIsInvalidError
 from chalicelib.service.messages import HandleEntry, MessageService, SendRequest
@@ -18,14 +19,14 @@ from tests.unit.memory_store import MemoryStore
 
 def queue(name: str, shard_count: int = 1, **attributes: str) -> QueueRecord:
     return QueueRecord("111122223333", name, "us-east-1", with_defaults(attributes),
-                       shard_count=shard_count)
+                       shards=tuple(Shard(i) for i in range(shard_count)))
 
 
 @pytest.fixture
 def setup() -> tuple[MessageService, MemoryStore, FakeClock, dict[str, QueueRecord]]:
     store, clock = MemoryStore(), FakeClock()
     registry: dict[str, QueueRecord] = {}
-    service = MessageService(store, ReceiptCodec("k"), clock, Wakeups(),
+    service = MessageService(ClusterStores({"default": store}), ReceiptCodec("k"), clock, Wakeups(),
                              lambda arn: registry.get(arn), poll_interval_ms=10)
     return service, store, clock, registry
 
