@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.backlog import BacklogResult
+from bench.shards import EMPTY_RECEIVES, ShardResult
 from bench.throughput import ThroughputResult
 from bench.timing import Latency
 
 MAX_ITEMS_PER_RETURNED = 2.0
 FLAT_RATIO = 1.5
 FLAT_SLACK_MS = 2.0
+SHARD_COST_SLACK = 1.15
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,8 @@ class Criteria:
     p50_smallest_backlog_ms: float
     p50_largest_backlog_ms: float
     latency_flat: bool
+    requests_per_message_by_shards: dict[int, float]
+    cost_flat_over_shards: bool
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Figures:
     environment: dict[str, str]
     throughput: ThroughputResult
     backlog: list[BacklogResult]
+    shards: list[ShardResult]
     criteria: Criteria
 
     def to_json(self) -> dict[str, Any]:
@@ -41,7 +46,9 @@ class Figures:
         return asdict(self)
 
 
-def judge(throughput: ThroughputResult, backlog: list[BacklogResult]) -> Criteria:
+def judge(
+    throughput: ThroughputResult, backlog: list[BacklogResult], shards: list[ShardResult],
+) -> Criteria:
     """Receive reads at most about twice what it returns; latency does not grow with backlog.
 
     Latency is flat when the p50 at the largest backlog is within FLAT_RATIO (plus a
@@ -54,12 +61,16 @@ def judge(throughput: ThroughputResult, backlog: list[BacklogResult]) -> Criteri
     loaded = [b for b in backlog if b.returned]
     low = loaded[0].latency.p50_ms if loaded else 0.0
     high = loaded[-1].latency.p50_ms if loaded else 0.0
+    by_shards = {r.shards: r.throughput.dynamodb_requests_per_message for r in shards}
     return Criteria(
         max_items_read_per_returned=worst,
         items_read_within_twice_returned=worst <= MAX_ITEMS_PER_RETURNED,
         p50_smallest_backlog_ms=low,
         p50_largest_backlog_ms=high,
         latency_flat=high <= low * FLAT_RATIO + FLAT_SLACK_MS,
+        requests_per_message_by_shards=by_shards,
+        cost_flat_over_shards=not by_shards or (
+            max(by_shards.values()) <= min(by_shards.values()) * SHARD_COST_SLACK),
     )
 
 
@@ -125,6 +136,32 @@ def backlog_table(backlog: list[BacklogResult]) -> list[str]:
     return rows
 
 
+def shards_table(shards: list[ShardResult]) -> list[str]:
+    """The shard figures as Markdown."""
+    if not shards:
+        return []
+    t = shards[0].throughput
+    rows = [
+        f"**Shards.** At each shard count, {t.messages:,} messages through {t.producers} "
+        f"producers and {t.consumers} consumers as above; then {EMPTY_RECEIVES} receives "
+        "(WaitTimeSeconds=0) in a row on an empty queue with that many shards.",
+        "",
+        "| shards | messages/s | DynamoDB requests per message | Query per message "
+        "| failed claims per receive | first empty receive: DynamoDB requests "
+        "| later empty receives: requests / ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in shards:
+        t = r.throughput
+        rows.append(
+            f"| {r.shards} | {t.messages_per_s:.1f} | {t.dynamodb_requests_per_message:.3f} "
+            f"| {t.dynamodb_per_message.get('Query', 0.0):.3f} "
+            f"| {t.failed_claims_per_receive:.3f} | {r.first_empty_receive_requests} "
+            f"| {r.empty_receive_requests:.2f} / {r.empty_receive_ms:.1f} |"
+        )
+    return rows
+
+
 def markdown(figures: Figures) -> str:
     """The Markdown block for the README."""
     env, c = figures.environment, figures.criteria
@@ -138,6 +175,8 @@ def markdown(figures: Figures) -> str:
         "",
         *backlog_table(figures.backlog),
         "",
+        *shards_table(figures.shards),
+        "",
         f"- Receive reads at most about twice what it returns: "
         f"{_yes(c.items_read_within_twice_returned)} "
         f"(at most {c.max_items_read_per_returned:.2f} items read per returned message).",
@@ -145,6 +184,13 @@ def markdown(figures: Figures) -> str:
         f"(p50 {c.p50_smallest_backlog_ms:.1f} ms at the smallest backlog, "
         f"{c.p50_largest_backlog_ms:.1f} ms at the largest).",
     ]
+    if c.requests_per_message_by_shards:
+        lines.append(
+            "- DynamoDB requests per message do not rise with the shard count: "
+            f"{_yes(c.cost_flat_over_shards)} ("
+            + ", ".join(f"{n} shards {v:.3f}"
+                        for n, v in c.requests_per_message_by_shards.items()) + ")."
+        )
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ import app as dmq_app
 from bench.backlog import BacklogConfig, run_backlogs
 from bench.counting import DynamoCounter, messages_client
 from bench.report import Figures, judge, markdown, write_json
+from bench.shards import ShardsConfig, run_shards
 from bench.sqs import sqs_client
 from bench.throughput import ThroughputConfig, run_throughput
 from chalicelib.local.runner import LocalDmq, LocalOptions
@@ -38,6 +39,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="receives at each backlog (default 200; quick 20)")
     parser.add_argument("--backlogs", default=None,
                         help="comma-separated backlogs (default 0,1000,10000; quick 0,50,300)")
+    parser.add_argument("--shards", default=None,
+                        help="comma-separated shard counts (default 1,2,4,8; quick 1,4)")
+    parser.add_argument("--shard-messages", type=int, default=None,
+                        help="messages in each shard run (default 1500; quick 100)")
     parser.add_argument("--body-bytes", type=int, default=256, help="message body size")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
@@ -50,6 +55,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "consumers": 2 if quick else 8,
         "receives": 20 if quick else 200,
         "backlogs": "0,50,300" if quick else "0,1000,10000",
+        "shards": "1,4" if quick else "1,2,4,8",
+        "shard_messages": 100 if quick else 1500,
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:
@@ -74,6 +81,11 @@ def measure(args: argparse.Namespace) -> Figures:
         backlog = run_backlogs(sqs, counter, BacklogConfig(
             backlogs=backlogs, receives=args.receives, body_bytes=args.body_bytes,
         ))
+        shard_runs = run_shards(sqs, counter, ShardsConfig(
+            shard_counts=tuple(int(n) for n in str(args.shards).split(",") if n.strip()),
+            messages=args.shard_messages, producers=args.producers, consumers=args.consumers,
+            body_bytes=args.body_bytes,
+        ))
         store = ("embedded store (moto)" if local.embedded
                  else f"store at {local.options.settings.dynamodb_endpoint}")
     finally:
@@ -81,7 +93,8 @@ def measure(args: argparse.Namespace) -> Figures:
         local.stop()
     environment = {"store": store, "python": platform.python_version(),
                    "cpus": str(os.cpu_count() or 1), "endpoint": url}
-    return Figures(environment, throughput, backlog, judge(throughput, backlog))
+    return Figures(environment, throughput, backlog, shard_runs,
+                   judge(throughput, backlog, shard_runs))
 
 
 def bench(argv: Sequence[str] | None = None) -> Figures:

@@ -25,6 +25,8 @@ class ThroughputConfig:
     consumers: int
     body_bytes: int = 256
     timeout_s: float = 600.0
+    shards: int = 1
+    queue_name: str = "dmq-bench-throughput"
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,8 @@ class _Run:
 
 def run_throughput(sqs: Any, counter: DynamoCounter, config: ThroughputConfig) -> ThroughputResult:
     """Run producers and consumers on a fresh queue until every message is deleted."""
-    url = sqs.create_queue(QueueName="dmq-bench-throughput")["QueueUrl"]
+    url = sqs.create_queue(QueueName=config.queue_name,
+                           Attributes={"DmqShardCount": str(config.shards)})["QueueUrl"]
     run = _Run(sqs, url, config)
     dynamo_before, stats_before = counter.snapshot(), receive_stats()
     consumers = [threading.Thread(target=run.consume, name=f"bench-consumer-{n}")

@@ -14,7 +14,7 @@ def test_quick_bench_measures_a_lossless_run(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
     figures = run.bench([
         "--quick", "--messages", "120", "--receives", "10", "--backlogs", "0,40",
-        "--output", str(output),
+        "--shards", "1,4", "--shard-messages", "40", "--output", str(output),
     ])
 
     t = figures.throughput
@@ -31,6 +31,14 @@ def test_quick_bench_measures_a_lossless_run(tmp_path: Path) -> None:
     assert loaded.items_read_per_returned is not None
     assert loaded.items_read_per_returned <= 2.0
     assert figures.criteria.items_read_within_twice_returned
+
+    assert [r.shards for r in figures.shards] == [1, 4]
+    for shard_run in figures.shards:
+        assert shard_run.throughput.sent == shard_run.throughput.delivered == 40
+        assert shard_run.throughput.duplicates == 0
+        assert shard_run.first_empty_receive_requests <= 2 * shard_run.shards
+        assert shard_run.empty_receive_requests < shard_run.first_empty_receive_requests
+    assert set(figures.criteria.requests_per_message_by_shards) == {1, 4}
 
     saved = json.loads(output.read_text())
     assert saved["throughput"]["delivered"] == 120
