@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 9324
 PYTEST_ARGS ?=
+MODE ?= sync
 
-.PHONY: run test lint typecheck bench venv clean
+.PHONY: run test lint typecheck bench failover-demo venv clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +32,9 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+failover-demo: $(STAMP)
+	$(PY) -m chalicelib.local.failover_demo --mode $(MODE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

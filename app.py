@@ -9,6 +9,7 @@ from chalice.app import CloudWatchEvent, DynamoDBEvent
 
 from chalicelib.backend import maintenance
 from chalicelib.frontend import admin, json_protocol
+from chalicelib.frontend import admin_regions as admin_regions_api
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.runtime import Runtime
 from chalicelib.settings import get_settings
@@ -68,23 +69,144 @@ def admin_messages(account: str, name: str) -> Response:
     return _admin(admin.peek_messages, account, name, int(limit) if limit.isdigit() else 10)
 
 
+def _admin_runtime(call: Any, *args: Any) -> Response:
+    try:
+        return Response(body=call(runtime, *args), status_code=200)
+    except Exception as exc:  # noqa: BLE001 - mapped like every SQS error
+        error = to_sqs_error(exc)
+        return Response(body={"code": error.code, "message": error.message},
+                        status_code=error.status)
+
+
+@app.route("/admin/regions", methods=["GET"], authorizer=admins)
+def admin_regions() -> Response:
+    """Admin: regions, heartbeats, home queues and replication lag."""
+    return _admin_runtime(admin_regions_api.regions_view)
+
+
+@app.route("/admin/regions/{region}/{state}", methods=["POST"], authorizer=admins)
+def admin_region_state(region: str, state: str) -> Response:
+    """Admin: mark a region `down` or `up` (simulated failure), or run its manager (`tick`)."""
+    if state == "tick":
+        return _admin_runtime(admin_regions_api.failover_tick, region)
+    if state not in ("down", "up"):
+        return Response(body={"code": "InvalidParameterValue",
+                              "message": "state must be down, up or tick"}, status_code=400)
+    return _admin_runtime(admin_regions_api.mark_region, region, state == "up")
+
+
+def _body() -> dict[str, Any] | None:
+    request = app.current_request
+    try:
+        body = request.json_body if request else None
+    except Exception:  # noqa: BLE001 - a malformed body is reported as a missing field
+        return None
+    return body if isinstance(body, dict) else None
+
+
+@app.route("/admin/queues/{account}/{name}/shards", methods=["PUT"], authorizer=admins,
+           content_types=["application/json"])
+def admin_shards(account: str, name: str) -> Response:
+    """Admin (internal cluster manager): scale a queue's shards out or in."""
+    return _admin(admin.set_shards, account, name, _body())
+
+
+@app.route("/admin/queues/{account}/{name}/split", methods=["POST"], authorizer=admins,
+           content_types=["application/json"])
+def admin_split(account: str, name: str) -> Response:
+    """Admin (external cluster manager): spread a hot queue onto a second cluster."""
+    return _admin(admin.split_queue, account, name, _body())
+
+
+@app.route("/admin/clusters", methods=["GET"], authorizer=admins)
+def admin_clusters() -> Response:
+    """Admin: every cluster with its capacity, utilization and queues."""
+    return _admin(admin.list_clusters)
+
+
+@app.route("/admin/clusters/{cluster}", methods=["PUT"], authorizer=admins,
+           content_types=["application/json"])
+def admin_cluster(cluster: str) -> Response:
+    """Admin: set a cluster's capacity."""
+    return _admin(admin.set_cluster_capacity, cluster, _body())
+
+
+def _messages_changed(event: DynamoDBEvent) -> None:
+    """Replicate the changes to the queues' replica regions; release the S3 bodies of
+    messages that were deleted, purged or expired."""
+    records = list(event.to_dict().get("Records", []))
+    runtime.replicator().on_records(records)
+    region = records[0].get("awsRegion", "") if records else ""
+    backend = runtime.backend(region)
+    maintenance.release_bodies(backend.bodies, ((r.event_name, r.old_image) for r in event))
+
+
 @app.on_dynamodb_record(stream_arn=get_settings().messages_stream_arn)
 def on_message_change(event: DynamoDBEvent) -> None:
-    """Release the S3 bodies of messages that were deleted, purged or expired."""
-    backend = runtime.backend()
-    maintenance.release_bodies(backend.bodies, ((r.event_name, r.old_image) for r in event))
+    """The default cluster's messages stream."""
+    _messages_changed(event)
+
+
+def _cluster_handler(name: str) -> Any:
+    """A stream handler for another cluster's messages table, named for Lambda."""
+
+    def handler(event: DynamoDBEvent) -> None:
+        _messages_changed(event)
+
+    handler.__name__ = handler.__qualname__ = name
+    return handler
+
+
+# One handler per further cluster (each table has its own stream and event source).
+for _cluster in get_settings().clusters[1:]:
+    _name = f"on_message_change_{_cluster.replace('-', '_')}"
+    globals()[_name] = app.on_dynamodb_record(
+        stream_arn=get_settings().messages_stream_arn.replace(
+            f"table/{get_settings().messages_table}/",
+            f"table/{get_settings().cluster_table(_cluster)}/"),
+    )(_cluster_handler(_name))
+
+
+@app.on_dynamodb_record(stream_arn=get_settings().queues_stream_arn)
+def on_queue_change(event: DynamoDBEvent) -> None:
+    """Replicate queue records (metadata) to their replica regions."""
+    runtime.replicator().on_records(list(event.to_dict().get("Records", [])))
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+def region_heartbeat(event: CloudWatchEvent) -> None:
+    """The internal cluster manager of each region: heartbeat, failover and rejoin."""
+    for region in runtime.settings.local_regions:
+        runtime.failover(region).tick()
+
+
+def _live_local_regions() -> list[str]:
+    """The regions this process runs back-end work for, less those marked down."""
+    return [r for r in runtime.settings.local_regions if runtime.health.up(r)]
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def manage_shards(event: CloudWatchEvent) -> None:
     """The internal cluster manager: forget scaled-in shards once they have drained."""
-    queues = runtime.services_for().queues
-    for queue in queues.draining_queues():
-        queues.forget_drained(queue)
+    for region in _live_local_regions():
+        queues = runtime.services_for(region).queues
+        for queue in queues.draining_queues():
+            if queue.home == region:  # replicas follow the home's metadata
+                queues.forget_drained(queue)
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+def manage_clusters(event: CloudWatchEvent) -> None:
+    """The external cluster manager: record each cluster's utilization (active shards)."""
+    for region in _live_local_regions():
+        services = runtime.services_for(region)
+        services.clusters.record_utilization(services.queues.all_queues())
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_retention(event: CloudWatchEvent) -> None:
     """Remove messages past their retention period."""
-    backend = runtime.backend()
-    maintenance.sweep_expired(backend.stores, backend.repo.scan_active(), backend.clock.now_ms())
+    for region in _live_local_regions():
+        backend = runtime.backend(region)
+        homed = [q for q in backend.repo.scan_active() if q.home == region]
+        maintenance.sweep_expired(backend.stores, homed, backend.clock.now_ms())

@@ -20,6 +20,7 @@ from bench.report import Figures, judge, markdown, write_json
 from bench.shards import ShardsConfig, run_shards
 from bench.sqs import sqs_client
 from bench.throughput import ThroughputConfig, run_throughput
+from chalicelib.local import failover_demo
 from chalicelib.local.runner import LocalDmq, LocalOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="comma-separated shard counts (default 1,2,4,8; quick 1,4)")
     parser.add_argument("--shard-messages", type=int, default=None,
                         help="messages in each shard run (default 1500; quick 100)")
+    parser.add_argument("--failover-messages", type=int, default=None,
+                        help="messages in each failover run (default 400; quick 0 skips)")
     parser.add_argument("--body-bytes", type=int, default=256, help="message body size")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
@@ -57,6 +60,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "backlogs": "0,50,300" if quick else "0,1000,10000",
         "shards": "1,4" if quick else "1,2,4,8",
         "shard_messages": 100 if quick else 1500,
+        "failover_messages": 0 if quick else 400,
     }
     for name, value in defaults.items():
         if getattr(args, name) is None:
@@ -93,7 +97,9 @@ def measure(args: argparse.Namespace) -> Figures:
         local.stop()
     environment = {"store": store, "python": platform.python_version(),
                    "cpus": str(os.cpu_count() or 1), "endpoint": url}
-    return Figures(environment, throughput, backlog, shard_runs,
+    failovers = [failover_demo.run(mode, args.failover_messages, 180.0)
+                 for mode in ("sync", "async")] if args.failover_messages else []
+    return Figures(environment, throughput, backlog, shard_runs, failovers,
                    judge(throughput, backlog, shard_runs))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 
 from chalicelib.aws import Clients
 from chalicelib.backend.bodies import BodyStore
@@ -13,21 +12,17 @@ from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.frontend.services import Services
+from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.metadata.types import QueueRecord
+from chalicelib.regions import RegionHealth
+from chalicelib.runtime_types import Backend
+from chalicelib.service.clusters import ClusterManager
+from chalicelib.service.failover import FailoverManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.queues import QueueService
+from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
 from chalicelib.settings import Settings, get_settings
-
-
-@dataclass(frozen=True)
-class Backend:
-    """What the stream and schedule handlers work with."""
-
-    stores: ClusterStores
-    bodies: BodyStore
-    repo: QueueRepository
-    clock: Clock
 
 
 class Runtime:
@@ -37,29 +32,52 @@ class Runtime:
         self._settings = settings
         self._clock: Clock = clock or SystemClock()
         self._lock = threading.Lock()
-        self._built: tuple[Services, Backend] | None = None
+        self._built: dict[str, tuple[Services, Backend]] = {}
+        self._managers: dict[str, FailoverManager] = {}
+        self.health = RegionHealth()
+        self.lag = LagMetrics()
 
     @property
     def settings(self) -> Settings:
         """The settings in force."""
         return self._settings or get_settings()
 
+    def region_of(self, region: str) -> str:
+        """A deployment region; requests signed for any other region go to the default one."""
+        return region if region in self.settings.all_regions else self.settings.region
+
     def services_for(self, region: str = "") -> Services:
-        """The services (one region for now: every region shares the configured store)."""
-        return self._get()[0]
+        """The services of a region; RegionDownError while it is marked down."""
+        region = self.region_of(region)
+        self.health.check(region)
+        return self._get(region)[0]
 
-    def backend(self) -> Backend:
-        """The stores the back-end handlers use."""
-        return self._get()[1]
+    def backend(self, region: str = "") -> Backend:
+        """The stores the back-end handlers of a region use."""
+        return self._get(self.region_of(region))[1]
 
-    def _get(self) -> tuple[Services, Backend]:
+    def replicator(self) -> Replicator:
+        """Applies this deployment's stream records to replica regions."""
+        return Replicator(self.backend, self.health, self._clock, self.settings.queues_table,
+                          self.lag)
+
+    def failover(self, region: str = "") -> FailoverManager:
+        """The region's heartbeat, promotion and rejoin manager (kept: it remembers rejoins)."""
+        region = self.region_of(region)
         with self._lock:
-            if self._built is None:
-                self._built = self._build(self.settings)
-            return self._built
+            if region not in self._managers:
+                self._managers[region] = FailoverManager(
+                    region, self.settings, self.backend, self.health, self._clock)
+            return self._managers[region]
 
-    def _build(self, settings: Settings) -> tuple[Services, Backend]:
-        clients = Clients(settings)
+    def _get(self, region: str) -> tuple[Services, Backend]:
+        with self._lock:
+            if region not in self._built:
+                self._built[region] = self._build(self.settings, region)
+            return self._built[region]
+
+    def _build(self, settings: Settings, region: str) -> tuple[Services, Backend]:
+        clients = Clients(settings, region)
         bodies = BodyStore(clients.s3, settings.bodies_bucket)
         stores = ClusterStores({
             cluster: DynamoMessageStore(clients.dynamodb, settings.cluster_table(cluster), bodies,
@@ -67,7 +85,7 @@ class Runtime:
             for cluster in settings.clusters
         })
         repo = QueueRepository(
-            settings.queues_table, settings.region, settings.dynamodb_endpoint,
+            settings.queues_table, region, settings.dynamodb_endpoint,
             settings.metadata_cache_seconds,
         )
         holder: list[QueueService] = []
@@ -78,14 +96,22 @@ class Runtime:
         messages = MessageService(
             stores, ReceiptCodec(settings.receipt_key), self._clock, Wakeups(),
             queue_by_arn, settings.long_poll_interval_ms,
+            SyncReplicas(self.backend, self.health),
         )
-        queues = QueueService(repo, messages, self._clock)
+        control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
+                                    settings.cluster_capacity, settings.metadata_cache_seconds)
+        clusters = ClusterManager(control)
+        queues = QueueService(repo, messages, self._clock, clusters.place, settings.all_regions)
         holder.append(queues)
-        return Services(settings, queues, messages), Backend(stores, bodies, repo, self._clock)
+        services = Services(settings, region, queues, messages, clusters)
+        return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
 
     def configure(self, settings: Settings | None = None, clock: Clock | None = None) -> None:
         """Replace the settings or clock and forget what was built (local runs and tests)."""
         with self._lock:
             self._settings = settings
             self._clock = clock or SystemClock()
-            self._built = None
+            self._built = {}
+            self._managers = {}
+            self.health = RegionHealth()
+            self.lag = LagMetrics()

@@ -29,6 +29,24 @@ class Settings:
     long_poll_interval_ms: int = 1000
     metadata_cache_seconds: float = 5.0
     clusters: tuple[str, ...] = ("default",)
+    control_table: str = "dmq-control"
+    cluster_capacity: float = 1000.0
+    regions: tuple[str, ...] = ()
+    hosted_regions: tuple[str, ...] = ()
+    failover_after_s: float = 180.0
+    queues_stream_arn: str = (
+        "arn:aws:dynamodb:us-east-1:000000000000:table/dmq-queues/stream/local"
+    )
+
+    @property
+    def all_regions(self) -> tuple[str, ...]:
+        """Every region of the deployment, this one first."""
+        return tuple(dict.fromkeys([self.region, *self.regions]))
+
+    @property
+    def local_regions(self) -> tuple[str, ...]:
+        """The regions this process serves and runs back-end work for."""
+        return self.hosted_regions or (self.region,)
 
     def cluster_table(self, cluster: str) -> str:
         """The messages table of a cluster: the default cluster keeps the plain name."""
@@ -42,12 +60,15 @@ class Settings:
         messages_table = env.get("DMQ_MESSAGES_TABLE", base.messages_table)
         region = env.get("DMQ_REGION", env.get("AWS_DEFAULT_REGION", base.region))
         local_arn = f"arn:aws:dynamodb:{region}:000000000000:table/{messages_table}/stream/local"
+        queues_table = env.get("DMQ_QUEUES_TABLE", base.queues_table)
+        queues_arn = f"arn:aws:dynamodb:{region}:000000000000:table/{queues_table}/stream/local"
+        regions = _names(env.get("DMQ_REGIONS", ""), (region,))
         return cls(
             account_id=env.get("DMQ_ACCOUNT_ID", base.account_id),
             region=region,
             dynamodb_endpoint=env.get("DMQ_DYNAMODB_ENDPOINT") or None,
             s3_endpoint=env.get("DMQ_S3_ENDPOINT") or None,
-            queues_table=env.get("DMQ_QUEUES_TABLE", base.queues_table),
+            queues_table=queues_table,
             messages_table=messages_table,
             bodies_bucket=env.get("DMQ_BODIES_BUCKET", base.bodies_bucket),
             receipt_key=env.get("DMQ_RECEIPT_KEY", base.receipt_key),
@@ -60,6 +81,12 @@ class Settings:
                 env.get("DMQ_METADATA_CACHE_SECONDS", base.metadata_cache_seconds)
             ),
             clusters=_names(env.get("DMQ_CLUSTERS", ""), base.clusters),
+            control_table=env.get("DMQ_CONTROL_TABLE", base.control_table),
+            cluster_capacity=float(env.get("DMQ_CLUSTER_CAPACITY", base.cluster_capacity)),
+            regions=regions,
+            hosted_regions=_names(env.get("DMQ_HOSTED_REGIONS", ""), (region,)),
+            failover_after_s=float(env.get("DMQ_FAILOVER_AFTER_S", base.failover_after_s)),
+            queues_stream_arn=env.get("DMQ_QUEUES_STREAM_ARN", queues_arn),
         )
 
 

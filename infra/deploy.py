@@ -46,10 +46,11 @@ def deploy_stack(cloudformation: Any, stack: str) -> dict[str, str]:
 
 
 def update_config(config_path: Path, stage: str, outputs: dict[str, str]) -> dict[str, Any]:
-    """Write the stream ARN (and a receipt key if missing) into the stage's environment."""
+    """Write the stream ARNs (and a receipt key if missing) into the stage's environment."""
     config = json.loads(config_path.read_text())
     env = config["stages"].setdefault(stage, {}).setdefault("environment_variables", {})
     env["DMQ_MESSAGES_STREAM_ARN"] = outputs["MessagesStreamArn"]
+    env["DMQ_QUEUES_STREAM_ARN"] = outputs["QueuesStreamArn"]
     if str(env.get("DMQ_RECEIPT_KEY", PLACEHOLDER)).startswith(PLACEHOLDER):
         env["DMQ_RECEIPT_KEY"] = secrets.token_urlsafe(32)
     config_path.write_text(json.dumps(config, indent=2) + "\n")

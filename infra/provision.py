@@ -69,6 +69,12 @@ def create_all(
     return streams
 
 
+def create_cluster_tables(dynamodb: DynamoDBClient, tables: list[str]) -> dict[str, str]:
+    """Create more messages tables (clusters) shaped like the template's; return stream ARNs."""
+    props = resources()["MessagesTable"]["Properties"]
+    return {table: _create_table(dynamodb, {**props, "TableName": table}) for table in tables}
+
+
 def _create_table(dynamodb: DynamoDBClient, props: dict[str, Any]) -> str:
     request, ttl = table_request(props)
     try:

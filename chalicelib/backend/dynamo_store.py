@@ -68,6 +68,21 @@ class DynamoMessageStore:
         unprocessed = self._batch_write(requests)
         return {str(r["PutRequest"]["Item"]["sk"]["S"]) for r in unprocessed}
 
+    def put_if_absent(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> None:
+        """One conditional PutItem per message: a copy the stream already applied (and
+        maybe moved on) is never overwritten with the message as it was sent."""
+        for shard, message in placed:
+            item = items.to_item(queue_id, shard, self._offload(queue_id, message))
+            try:
+                with translate_errors():
+                    self._db.put_item(TableName=self.table, Item=item,
+                                      ConditionExpression="attribute_not_exists(sk)")
+            except StoreError as exc:
+                cause = exc.__cause__
+                if not (isinstance(cause, ClientError)
+                        and error_code(cause) == "ConditionalCheckFailedException"):
+                    raise
+
     def _offload(self, queue_id: str, message: Message) -> Message:
         """A body past the inline limit goes to S3; so do attributes too large for the item."""
         if items.encoded_size(message) <= self._inline_limit:

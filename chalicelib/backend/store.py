@@ -33,6 +33,10 @@ class MessageStore(Protocol):
         """Store new messages (each with its shard) in one batch; return the ids not stored."""
         ...
 
+    def put_if_absent(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> None:
+        """Write messages that are not there yet (sync replication); never overwrite."""
+        ...
+
     def find_candidates(
         self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None
     ) -> CandidatePage:

@@ -1,4 +1,4 @@
-"""The admin API: every queue across accounts, one queue in detail, and message inspection.
+"""The admin API: queues across accounts, message inspection, shards and clusters.
 
 These routes carry an IAM authorizer on AWS, so only principals granted
 `execute-api:Invoke` on them (the admins) can call them.
@@ -11,6 +11,8 @@ from typing import Any
 from chalicelib.backend.messages import Message
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.types import QueueRecord
+from chalicelib.service.exceptions import InvalidParameterValueError
+from chalicelib.service.shards import MAX_SHARDS
 
 PEEK_BODY_CHARS = 1024
 MAX_PEEK = 100
@@ -55,3 +57,53 @@ def peek_messages(services: Services, account: str, name: str, limit: int) -> di
     queue = services.queues.get(account, name)
     messages = services.messages.peek(queue, max(1, min(limit, MAX_PEEK)))
     return {"queue_id": queue.queue_id, "messages": [_message(m) for m in messages]}
+
+
+def _number(body: dict[str, Any] | None, field: str) -> float:
+    value = (body or {}).get(field)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidParameterValueError(f"The request body needs a number in '{field}'.")
+    return float(value)
+
+
+def set_shards(
+    services: Services, account: str, name: str, body: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Scale a queue to `count` active shards; shards scaled in drain first."""
+    count = _number(body, "count")
+    if not count.is_integer() or not 1 <= count <= MAX_SHARDS:
+        raise InvalidParameterValueError(f"count must be an integer from 1 to {MAX_SHARDS}.")
+    queue = services.queues.get(account, name)
+    return _record(services.queues.set_shard_count(queue, int(count)))
+
+
+def split_queue(
+    services: Services, account: str, name: str, body: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Spread a hot queue onto another cluster (the one given, or the ring's choice)."""
+    queue = services.queues.get(account, name)
+    cluster = (body or {}).get("cluster") or services.clusters.split_target(queue)
+    if not isinstance(cluster, str) or cluster not in services.settings.clusters:
+        raise InvalidParameterValueError(
+            "No other cluster can take this queue." if cluster is None
+            else f"Unknown cluster {cluster}; configured: {list(services.settings.clusters)}."
+        )
+    return _record(services.queues.split(queue, cluster))
+
+
+def list_clusters(services: Services) -> dict[str, Any]:
+    """Every cluster: capacity, recorded utilization, whether it takes new queues, queues."""
+    return {"clusters": services.clusters.view(services.queues.all_queues())}
+
+
+def set_cluster_capacity(
+    services: Services, cluster: str, body: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Set a cluster's capacity in active shards (0 stops placing queues there)."""
+    capacity = _number(body, "capacity")
+    if capacity < 0 or cluster not in services.settings.clusters:
+        raise InvalidParameterValueError(
+            f"capacity must be >= 0 and the cluster one of {list(services.settings.clusters)}."
+        )
+    services.clusters.set_capacity(cluster, capacity)
+    return list_clusters(services)

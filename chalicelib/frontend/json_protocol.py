@@ -16,6 +16,7 @@ from chalicelib.frontend.context import (
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.params import Params
+from chalicelib.frontend.routing import route
 from chalicelib.frontend.services import Services
 from chalicelib.service.exceptions import InvalidActionError, SqsError
 
@@ -78,7 +79,7 @@ def handle(
             region=region_from_headers(lowered, services.settings.region),
             base_url=base_url_from_headers(lowered),
         )
-        result = dispatch(action, services, context, params)
+        result = dispatch(action, route(services_for, services, action, params), context, params)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
         return error_response(to_sqs_error(exc), request_id)
     return HttpResponse(200, _headers(request_id), json.dumps(result))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.queues import QueueService
 from chalicelib.settings import Settings
@@ -14,5 +15,7 @@ class Services:
     """What the actions call into."""
 
     settings: Settings
+    region: str
     queues: QueueService
     messages: MessageService
+    clusters: ClusterManager

@@ -1,8 +1,14 @@
-"""The DMQ admin CLI: list every queue, describe one, and inspect its messages.
+"""The DMQ admin CLI: queues, message inspection, shards and clusters.
 
     python -m chalicelib.local.admin queues
     python -m chalicelib.local.admin show 000000000000/orders
     python -m chalicelib.local.admin peek 000000000000/orders --limit 5
+    python -m chalicelib.local.admin shards 000000000000/orders 4
+    python -m chalicelib.local.admin split 000000000000/orders [--cluster c2]
+    python -m chalicelib.local.admin clusters
+    python -m chalicelib.local.admin capacity c2 100
+    python -m chalicelib.local.admin regions
+    python -m chalicelib.local.admin region down us-east-1     # simulate a region failure
 
 It calls the admin API of a running DMQ (`--endpoint`, default the local server).
 Requests are signed with SigV4 for API Gateway (`execute-api`) when credentials
@@ -12,6 +18,7 @@ are available, which the deployed admin routes require.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import urllib.error
@@ -25,19 +32,27 @@ from botocore.awsrequest import AWSRequest
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 
 
-def _signed_headers(url: str, region: str) -> dict[str, str]:
+def _signed_headers(url: str, region: str, method: str, body: bytes) -> dict[str, str]:
     credentials = boto3.session.Session().get_credentials()
     if credentials is None:
         return {}
-    request = AWSRequest(method="GET", url=url)
+    request = AWSRequest(method=method, url=url, data=body)
     SigV4Auth(credentials.get_frozen_credentials(), "execute-api", region).add_auth(request)
     return dict(request.headers.items())
 
 
-def fetch(endpoint: str, path: str, region: str = "us-east-1") -> Any:
-    """GET an admin route and return its JSON; HTTP errors carry the server's message."""
+def fetch(
+    endpoint: str, path: str, region: str = "us-east-1", method: str = "GET",
+    body: dict[str, Any] | None = None,
+) -> Any:
+    """Call an admin route and return its JSON; HTTP errors carry the server's message."""
     url = endpoint.rstrip("/") + path
-    request = urllib.request.Request(url, headers=_signed_headers(url, region))
+    data = json.dumps(body).encode() if body is not None else b""
+    headers = _signed_headers(url, region, method, data)
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=data if body is not None else None,
+                                     headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
@@ -69,6 +84,31 @@ def _print_messages(data: dict[str, Any]) -> None:
         print("(no messages)")
 
 
+def _run(args: argparse.Namespace) -> Any:
+    """Call the admin route behind a command."""
+    call = functools.partial(fetch, args.endpoint, region=args.region)
+    if args.command == "queues":
+        return call("/admin/queues")
+    if args.command == "show":
+        return call(_queue_path(args.queue))
+    if args.command == "peek":
+        return call(f"{_queue_path(args.queue)}/messages?limit={args.limit}")
+    if args.command == "shards":
+        return call(f"{_queue_path(args.queue)}/shards", method="PUT",
+                    body={"count": args.count})
+    if args.command == "split":
+        return call(f"{_queue_path(args.queue)}/split", method="POST",
+                    body={"cluster": args.cluster} if args.cluster else {})
+    if args.command == "capacity":
+        return call(f"/admin/clusters/{args.cluster}", method="PUT",
+                    body={"capacity": args.capacity})
+    if args.command == "regions":
+        return call("/admin/regions")
+    if args.command == "region":
+        return call(f"/admin/regions/{args.region}/{args.state}", method="POST", body={})
+    return call("/admin/clusters")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one admin command."""
     parser = argparse.ArgumentParser(prog="dmq-admin", description="DMQ admin commands.")
@@ -82,15 +122,23 @@ def main(argv: list[str] | None = None) -> int:
     peek = sub.add_parser("peek", help="the oldest messages, read without receiving them")
     peek.add_argument("queue", help="<account>/<name>")
     peek.add_argument("--limit", type=int, default=10)
+    shards = sub.add_parser("shards", help="scale a queue to COUNT shards (scale-in drains)")
+    shards.add_argument("queue", help="<account>/<name>")
+    shards.add_argument("count", type=int)
+    split = sub.add_parser("split", help="spread a hot queue onto a second cluster")
+    split.add_argument("queue", help="<account>/<name>")
+    split.add_argument("--cluster", default=None, help="default: the placement ring's choice")
+    sub.add_parser("clusters", help="every cluster's capacity, utilization and queues")
+    capacity = sub.add_parser("capacity", help="set a cluster's capacity (active shards)")
+    capacity.add_argument("cluster")
+    capacity.add_argument("capacity", type=float)
+    sub.add_parser("regions", help="regions: health, heartbeats, home queues, replication lag")
+    region = sub.add_parser("region", help="mark a region down or up (local simulation)")
+    region.add_argument("state", choices=("down", "up", "tick"))
+    region.add_argument("region")
     args = parser.parse_args(argv)
-    if args.command == "queues":
-        data = fetch(args.endpoint, "/admin/queues", args.region)
-    elif args.command == "show":
-        data = fetch(args.endpoint, _queue_path(args.queue), args.region)
-    else:
-        data = fetch(args.endpoint, f"{_queue_path(args.queue)}/messages?limit={args.limit}",
-                     args.region)
-    if args.json or args.command == "show":
+    data = _run(args)
+    if args.json or args.command not in ("queues", "peek"):
         print(json.dumps(data, indent=2, sort_keys=True))
     elif args.command == "queues":
         _print_queues(data)

@@ -215,8 +215,8 @@ def _keep_partition_indexes() -> None:
     def update_item(self: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
         item = original_update(self, table_name, *args, **kwargs)
         table = self.get_table(table_name)
-        live = table.items.get(item.hash_key, {}).get(item.range_key) if item else None
-        moto_index.item_written(table, live)
+        if item is not None and table.range_key_attr:  # only range tables have an LSI
+            moto_index.item_written(table, table.items.get(item.hash_key, {}).get(item.range_key))
         return item
 
     Table.put_item = put_item  # type: ignore[method-assign]

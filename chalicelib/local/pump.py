@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.local.handlers import StreamBinding
+from chalicelib.regions import RegionDownError, RegionHealth
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -50,7 +51,9 @@ class StreamPump:
     def __init__(
         self, dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient,
         bindings: list[StreamBinding], region: str, interval_s: float = 0.2,
+        health: RegionHealth | None = None,
     ) -> None:
+        self._health = health or RegionHealth()
         self._dynamodb = dynamodb
         self._streams = streams
         self._bindings = bindings
@@ -63,7 +66,8 @@ class StreamPump:
 
     def start(self) -> None:
         """Poll in a background thread."""
-        self._thread = threading.Thread(target=self._run, name="dmq-pump", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"dmq-pump-{self._region}",
+                                        daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -76,6 +80,9 @@ class StreamPump:
         while not self._stop.is_set():
             try:
                 moved = self.poll_once()
+            except RegionDownError as exc:
+                logger.debug("stream records of %s wait: %s", self._region, exc)
+                moved = 0
             except Exception:
                 logger.exception("stream poll failed")
                 moved = 0
@@ -83,7 +90,12 @@ class StreamPump:
                 self._stop.wait(self._interval)
 
     def poll_once(self) -> int:
-        """One pass over every shard of every bound stream; return records delivered."""
+        """One pass over every shard of every bound stream; return records delivered.
+
+        A region marked down has no reachable stream: nothing is read until it is back.
+        """
+        if not self._health.up(self._region):
+            return 0
         moved = 0
         for binding in self._bindings:
             arn = self._dynamodb.describe_table(TableName=binding.table)["Table"].get(

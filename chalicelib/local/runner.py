@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from chalice import Chalice
 
@@ -40,7 +40,7 @@ class LocalDmq:
         self.options = options
         self._embedded: EmbeddedAws | None = None
         self.server: LocalServer | None = None
-        self.pump: StreamPump | None = None
+        self.pumps: list[StreamPump] = []
         self.scheduler: Scheduler | None = None
 
     @property
@@ -50,31 +50,40 @@ class LocalDmq:
 
     def start(self) -> str:
         """Start the store, create the tables, then serve; return the endpoint URL."""
-        settings = self.options.settings
+        # One process serves every region of the deployment (DMQ_REGIONS).
+        settings = replace(self.options.settings,
+                           hosted_regions=self.options.settings.all_regions)
         if self.embedded:
             self._embedded = EmbeddedAws()
             self._embedded.start()
-        clients = Clients(settings)
-        provision.create_all(
-            clients.dynamodb, clients.s3,
-            {"QueuesTableName": settings.queues_table,
-             "MessagesTableName": settings.messages_table,
-             "BodiesBucketName": settings.bodies_bucket},
-            region=settings.region,
-        )
         self._runtime.configure(settings)
-        self.pump = StreamPump(clients.dynamodb, clients.streams, stream_bindings(self._app),
-                               settings.region, self.options.pump_interval_s)
+        bindings = stream_bindings(self._app)
+        for region in settings.all_regions:
+            clients = Clients(settings, region)
+            provision.create_all(
+                clients.dynamodb, clients.s3,
+                {"QueuesTableName": settings.queues_table,
+                 "MessagesTableName": settings.messages_table,
+                 "BodiesBucketName": settings.bodies_bucket,
+                 "ControlTableName": settings.control_table},
+                region=region,
+            )
+            provision.create_cluster_tables(
+                clients.dynamodb, [settings.cluster_table(c) for c in settings.clusters[1:]]
+            )
+            self.pumps.append(StreamPump(clients.dynamodb, clients.streams, bindings, region,
+                                         self.options.pump_interval_s, self._runtime.health))
         self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
         self.server = LocalServer(self._app, self.options.host, self.options.port)
-        self.pump.start()
+        for pump in self.pumps:
+            pump.start()
         self.scheduler.start()
         self.server.start()
         return self.server.url
 
     def stop(self) -> None:
         """Stop serving, then the pump and scheduler, then the store."""
-        for part in (self.server, self.pump, self.scheduler):
+        for part in (self.server, *self.pumps, self.scheduler):
             if part is not None:
                 part.stop()
         if self._embedded is not None:

@@ -31,6 +31,10 @@ class QueueModel(Model):
     status = UnicodeAttribute(default="ACTIVE")
     deleted_ms = NumberAttribute(default=0)
     purged_ms = NumberAttribute(default=0)
+    home_region = UnicodeAttribute(null=True)
+    replicas = UnicodeAttribute(null=True)
+    replication_mode = UnicodeAttribute(default="async")
+    epoch = NumberAttribute(default=0)
     version = VersionAttribute()
     account_index: Any  # bound per table by model_for
 

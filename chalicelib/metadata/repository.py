@@ -58,6 +58,10 @@ def _to_record(model: QueueModel) -> QueueRecord:
         status=QueueStatus(model.status),
         deleted_ms=int(model.deleted_ms),
         purged_ms=int(model.purged_ms),
+        home_region=model.home_region or "",
+        replicas=tuple(r for r in (model.replicas or "").split(",") if r),
+        replication_mode=model.replication_mode or "async",
+        epoch=int(model.epoch or 0),
         version=int(model.version or 0),
     )
 
@@ -99,6 +103,16 @@ class QueueRepository:
             self._cache[record.queue_id] = (time.monotonic(), saved)
         return saved
 
+    def adopt(self, record: QueueRecord) -> QueueRecord:
+        """Overwrite the local record with another region's (a rejoining old home)."""
+        model = self._to_model(record)
+        with _translate():
+            model.save(add_version_condition=False)
+        saved = record.with_changes(version=int(model.version))
+        with self._lock:
+            self._cache[record.queue_id] = (time.monotonic(), saved)
+        return saved
+
     def _to_model(self, record: QueueRecord) -> QueueModel:
         model = self._model(
             record.queue_id,
@@ -114,6 +128,10 @@ class QueueRepository:
             status=record.status.value,
             deleted_ms=record.deleted_ms,
             purged_ms=record.purged_ms,
+            home_region=record.home,
+            replicas=",".join(record.replicas) or None,
+            replication_mode=record.replication_mode,
+            epoch=record.epoch,
         )
         if record.version:
             model.version = record.version

@@ -89,12 +89,21 @@ class QueueRecord:
     status: QueueStatus = QueueStatus.ACTIVE
     deleted_ms: int = 0
     purged_ms: int = 0
+    home_region: str = ""
+    replicas: tuple[str, ...] = ()
+    replication_mode: str = "async"
+    epoch: int = 0
     version: int = 0
 
     @property
     def queue_id(self) -> str:
         """The metadata key, `<account>/<name>`."""
         return queue_id_of(self.account, self.name)
+
+    @property
+    def home(self) -> str:
+        """The region that serves the queue (its primary); the others hold replicas."""
+        return self.home_region or self.region
 
     @property
     def active_shards(self) -> tuple[Shard, ...]:

@@ -60,8 +60,11 @@ COMPUTED = (
 # `Attributes={"DmqShardCount": "4"}` works from boto3 and the AWS CLI. `All` leaves them
 # out, so that SQS code sees only SQS attributes; ask for them by name.
 SHARD_COUNT = "DmqShardCount"
-EXTENSIONS_SETTABLE = frozenset({SHARD_COUNT})
-EXTENSIONS_READABLE = frozenset({*EXTENSIONS_SETTABLE, "DmqShards"})
+REPLICA_REGIONS = "DmqReplicaRegions"
+REPLICATION_MODE = "DmqReplicationMode"
+EXTENSIONS_SETTABLE = frozenset({SHARD_COUNT, REPLICA_REGIONS, REPLICATION_MODE})
+EXTENSIONS_READABLE = frozenset({*EXTENSIONS_SETTABLE, "DmqShards", "DmqHomeRegion"})
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 READABLE = frozenset({*SETTABLE, *COMPUTED, *EXTENSIONS_READABLE, "All"})
 
 
@@ -150,6 +153,19 @@ def _check_shard_count(name: str, value: str) -> str:
     return str(int(text))
 
 
+def _check_regions(name: str, value: str) -> str:
+    regions = [r.strip() for r in value.split(",") if r.strip()]
+    if not all(_REGION.fullmatch(r) for r in regions) or len(set(regions)) != len(regions):
+        raise _invalid(name, "Must be a comma-separated list of distinct region names.")
+    return ",".join(regions)
+
+
+def _check_mode(name: str, value: str) -> str:
+    if value not in ("async", "sync"):
+        raise _invalid(name, "Must be async or sync.")
+    return value
+
+
 CHECKS: dict[str, Callable[[str, str], str]] = {
     **{name: _check_int for name in INT_RANGES},
     "SqsManagedSseEnabled": _check_bool,
@@ -158,6 +174,8 @@ CHECKS: dict[str, Callable[[str, str], str]] = {
     "RedriveAllowPolicy": _check_redrive_allow_policy,
     "KmsMasterKeyId": _check_text,
     SHARD_COUNT: _check_shard_count,
+    REPLICA_REGIONS: _check_regions,
+    REPLICATION_MODE: _check_mode,
 }
 
 

@@ -101,6 +101,11 @@ class HandleEntry:
 
 
 QueueByArn = Callable[[str], QueueRecord | None]
+SyncReplicate = Callable[[QueueRecord, str, Sequence[tuple[int, Message]]], None]
+
+
+def _no_replicas(queue: QueueRecord, cluster: str, placed: Sequence[tuple[int, Message]]) -> None:
+    """The default when nothing replicates synchronously."""
 
 
 class MessageService:
@@ -109,8 +114,10 @@ class MessageService:
     def __init__(
         self, stores: ClusterStores, receipts: ReceiptCodec, clock: Clock, wakeups: Wakeups,
         queue_by_arn: QueueByArn, poll_interval_ms: int = 1000,
+        sync_replicas: SyncReplicate = _no_replicas,
     ) -> None:
         self._stores = stores
+        self._sync_replicas = sync_replicas
         self._receipts = receipts
         self._clock = clock
         self._wakeups = wakeups
@@ -197,6 +204,8 @@ class MessageService:
         unstored = self._stores.of(cluster).put_messages(queue.queue_id, placed)
         for shard_id in {shard_id for shard_id, _ in placed}:
             self._touch(queue.queue_id, shard_id)
+        stored = [(s, m) for s, m in placed if m.message_id not in unstored]
+        self._sync_replicas(queue, cluster, stored)
         return unstored
 
     def _touch(self, queue_id: str, shard_id: int) -> None:

@@ -19,6 +19,7 @@ from chalicelib.metadata.types import (
 )
 from chalicelib.service import attributes as attrs
 from chalicelib.service.exceptions import (
+    InvalidAttributeValueError,
     InvalidParameterValueError,
     PurgeQueueInProgressError,
     QueueDeletedRecentlyError,
@@ -55,7 +56,9 @@ class QueueService:
     def __init__(
         self, repo: QueueRepository, messages: MessageService, clock: Clock,
         place: Callable[[str], str] = lambda queue_id: DEFAULT_CLUSTER,
+        regions: Sequence[str] = (),
     ) -> None:
+        self._regions = tuple(regions)
         self._repo = repo
         self._messages = messages
         self._clock = clock
@@ -68,6 +71,10 @@ class QueueService:
         if record is None or record.status is not QueueStatus.ACTIVE:
             raise QueueDoesNotExistError()
         return record
+
+    def find(self, queue_id: str, fresh: bool = False) -> QueueRecord | None:
+        """The record of a queue in this region, whatever its status, or None."""
+        return self._repo.get(queue_id, fresh=fresh)
 
     def by_arn(self, arn: str) -> QueueRecord | None:
         """The active queue with this ARN, or None."""
@@ -101,8 +108,10 @@ class QueueService:
             attributes=attrs.with_defaults(sqs_given), tags=dict(tags),
             created_ms=now, modified_ms=now,
             shards=resize((), count or 1, self._place(queue_id_of(account, name)), now),
+            home_region=region,
             version=existing.version if existing is not None else 0,
         )
+        record = self._with_replication(record, given)
         try:
             return self._repo.save(record)
         except ConcurrentChangeError:
@@ -121,12 +130,16 @@ class QueueService:
                     "another with the same name."
                 )
             return None
-        sqs_given, count = _split_extensions(given)
-        if count is not None and count != existing.shard_count:
-            raise QueueNameExistsError(
-                "A queue already exists with the same name and a different value for "
-                f"attribute {attrs.SHARD_COUNT}"
-            )
+        sqs_given, _ = _split_extensions(given)
+        current = {attrs.SHARD_COUNT: str(existing.shard_count),
+                   attrs.REPLICA_REGIONS: ",".join(existing.replicas),
+                   attrs.REPLICATION_MODE: existing.replication_mode}
+        for key in attrs.EXTENSIONS_SETTABLE & set(given):
+            if given[key] != current[key]:
+                raise QueueNameExistsError(
+                    "A queue already exists with the same name and a different value for "
+                    f"attribute {key}"
+                )
         for key, value in attrs.with_defaults(sqs_given).items():
             if key in given and existing.attributes.get(key, "") != value:
                 raise QueueNameExistsError(
@@ -189,6 +202,9 @@ class QueueService:
         )
         values[attrs.SHARD_COUNT] = str(queue.shard_count)
         values["DmqShards"] = shards_to_text(queue.shards)
+        values["DmqHomeRegion"] = queue.home
+        values[attrs.REPLICA_REGIONS] = ",".join(queue.replicas)
+        values[attrs.REPLICATION_MODE] = queue.replication_mode
         if any(n.startswith("ApproximateNumber") for n in wanted):
             counts = self._messages.counts(queue)
             values.update(
@@ -210,7 +226,27 @@ class QueueService:
         shards = queue.shards
         if count is not None:
             shards = resize(shards, count, self._new_shard_cluster(queue), now)
-        self._save(queue.with_changes(attributes=merged, modified_ms=now, shards=shards))
+        changed = queue.with_changes(attributes=merged, modified_ms=now, shards=shards)
+        self._save(self._with_replication(changed, given))
+
+    def _with_replication(self, record: QueueRecord, given: Mapping[str, str]) -> QueueRecord:
+        """Apply DmqReplicaRegions and DmqReplicationMode; replicas must be other regions
+        of this deployment."""
+        raw = given.get(attrs.REPLICA_REGIONS)
+        if raw is not None:
+            replicas = tuple(r for r in raw.split(",") if r)
+            unknown = [r for r in replicas if r not in self._regions or r == record.home]
+            if unknown:
+                raise InvalidAttributeValueError(
+                    f"Invalid value for the parameter {attrs.REPLICA_REGIONS}. Reason: "
+                    f"{unknown[0]} is not another region of this deployment "
+                    f"({', '.join(r for r in self._regions if r != record.home) or 'none'})."
+                )
+            record = record.with_changes(replicas=replicas)
+        mode = given.get(attrs.REPLICATION_MODE)
+        if mode is not None:
+            record = record.with_changes(replication_mode=mode)
+        return record
 
     # -- shards (the internal cluster manager) -----------------------------------------
     def set_shard_count(self, queue: QueueRecord, count: int) -> QueueRecord:

@@ -31,4 +31,5 @@ def test_deploy_creates_the_stack_and_configures_the_stage(tmp_path: Path) -> No
     deploy.update_config(config, "dev", outputs)
     env = json.loads(config.read_text())["stages"]["dev"]["environment_variables"]
     assert env["DMQ_MESSAGES_STREAM_ARN"] == outputs["MessagesStreamArn"]
+    assert env["DMQ_QUEUES_STREAM_ARN"] == outputs["QueuesStreamArn"]
     assert len(env["DMQ_RECEIPT_KEY"]) >= 32

@@ -23,6 +23,10 @@ class MemoryStore:
             self._shard(queue_id, shard)[message.message_id] = message
         return set()
 
+    def put_if_absent(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> None:
+        for shard, message in placed:
+            self._shard(queue_id, shard).setdefault(message.message_id, message)
+
     def find_candidates(
         self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None
     ) -> CandidatePage:

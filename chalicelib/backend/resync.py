@@ -1,0 +1,76 @@
+"""Bringing a rejoining region's copy of a queue back in line with the new home.
+
+The old home's items of each shard are replaced by the new home's. Messages the old home
+holds that the new home never received (sends acknowledged before the failure that async
+replication had not shipped yet) are first written to the new home, so they are not lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from chalicelib.backend.dynamo_store import translate_errors
+from chalicelib.backend.replica import SEQ, TOMB, padded
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+@dataclass
+class ResyncResult:
+    """What one shard's resync did."""
+
+    copied: int = 0
+    recovered: int = 0
+    removed: int = 0
+
+
+def _items(client: DynamoDBClient, table: str, pk: str) -> Iterator[dict[str, Any]]:
+    start: dict[str, Any] | None = None
+    while True:
+        args: dict[str, Any] = {"TableName": table, "KeyConditionExpression": "pk = :pk",
+                                "ExpressionAttributeValues": {":pk": {"S": pk}}}
+        if start:
+            args["ExclusiveStartKey"] = start
+        with translate_errors():
+            page = client.query(**args)
+        yield from page.get("Items", [])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return
+
+
+def _write(client: DynamoDBClient, table: str, requests: list[dict[str, Any]]) -> None:
+    for begin in range(0, len(requests), 25):
+        pending = requests[begin:begin + 25]
+        for _ in range(10):
+            with translate_errors():
+                result = client.batch_write_item(RequestItems={table: pending})  # type: ignore[dict-item]
+            pending = [dict(r) for r in result.get("UnprocessedItems", {}).get(table, [])]
+            if not pending:
+                break
+
+
+def resync_partition(
+    home: DynamoDBClient, rejoining: DynamoDBClient, table: str, pk: str,
+) -> ResyncResult:
+    """Make the rejoining region's partition a copy of the home's; recover orphans first."""
+    result = ResyncResult()
+    at_home = {str(i["sk"]["S"]): i for i in _items(home, table, pk)}
+    local = list(_items(rejoining, table, pk))
+    orphans = [i for i in local if TOMB not in i and str(i["sk"]["S"]) not in at_home]
+    _write(home, table, [{"PutRequest": {"Item": {k: v for k, v in i.items() if k != SEQ}}}
+                         for i in orphans])
+    result.recovered = len(orphans)
+    for item in orphans:
+        at_home[str(item["sk"]["S"])] = item
+    _write(rejoining, table, [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}}
+                              for i in local])
+    result.removed = len(local)
+    base = padded("0")
+    copies = [{"PutRequest": {"Item": {**i, SEQ: {"S": base}}}} for i in at_home.values()]
+    _write(rejoining, table, copies)
+    result.copied = len(copies)
+    return result

@@ -1,0 +1,29 @@
+"""What a region's back-end handlers work with, shared by the runtime and the services."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from chalicelib.aws import Clients
+from chalicelib.backend.bodies import BodyStore
+from chalicelib.backend.clusters import ClusterStores
+from chalicelib.clock import Clock
+from chalicelib.metadata.control import ControlRepository
+from chalicelib.metadata.repository import QueueRepository
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What the stream and schedule handlers of one region work with."""
+
+    region: str
+    stores: ClusterStores
+    bodies: BodyStore
+    repo: QueueRepository
+    control: ControlRepository
+    clients: Clients
+    clock: Clock
+
+
+BackendOf = Callable[[str], Backend]

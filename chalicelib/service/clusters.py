@@ -1,0 +1,71 @@
+"""The external cluster manager: places queues on clusters, records their load, splits hot queues.
+
+A cluster is one messages table with its own stream. New queues go where a consistent-hash
+ring, weighted by each cluster's headroom, puts them; a cluster at or over its capacity
+gets no new queues. Utilization is the number of active shards placed on a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from chalicelib.metadata.control import ControlRepository
+from chalicelib.metadata.placement import HashRing, NoClusterAvailable, split_targets
+from chalicelib.metadata.types import QueueRecord
+
+logger = logging.getLogger(__name__)
+
+
+class ClusterManager:
+    """Placement and utilization over the control table."""
+
+    def __init__(self, control: ControlRepository) -> None:
+        self._control = control
+
+    def place(self, queue_id: str) -> str:
+        """The cluster for a new queue; the least loaded one when every cluster is full."""
+        loads = self._control.loads()
+        try:
+            return HashRing(loads).place(queue_id)
+        except NoClusterAvailable:
+            fallback = min(loads, key=lambda c: c.utilization / max(c.capacity, 1e-9))
+            logger.warning("every cluster is at capacity; placing %s on %s", queue_id,
+                           fallback.name)
+            return fallback.name
+
+    def split_target(self, queue: QueueRecord) -> str | None:
+        """The cluster a hot queue should spread onto, or None if none can take it."""
+        clusters = {s.cluster for s in queue.active_shards}
+        current = next(iter(sorted(clusters)))
+        loads = [c for c in self._control.loads() if c.name not in clusters - {current}]
+        return split_targets(queue.queue_id, current, loads)
+
+    def record_utilization(self, queues: Iterable[QueueRecord]) -> dict[str, int]:
+        """Count active shards per cluster and record them; return the counts."""
+        counts: Counter[str] = Counter()
+        for queue in queues:
+            counts.update(s.cluster for s in queue.active_shards)
+        for cluster in self._control.clusters:
+            self._control.record_utilization(cluster, counts.get(cluster, 0))
+        return {c: counts.get(c, 0) for c in self._control.clusters}
+
+    def set_capacity(self, cluster: str, capacity: float) -> None:
+        """Set a cluster's capacity (in active shards)."""
+        if cluster not in self._control.clusters:
+            raise KeyError(cluster)
+        self._control.set_capacity(cluster, capacity)
+
+    def view(self, queues: Iterable[QueueRecord]) -> list[dict[str, Any]]:
+        """Every cluster with its capacity, recorded utilization and placed queues."""
+        placed: dict[str, set[str]] = {c: set() for c in self._control.clusters}
+        for queue in queues:
+            for shard in queue.shards:
+                placed.setdefault(shard.cluster, set()).add(queue.queue_id)
+        return [
+            {"cluster": c.name, "capacity": c.capacity, "utilization": c.utilization,
+             "accepting": c.accepting, "queues": sorted(placed.get(c.name, set()))}
+            for c in self._control.loads(fresh=True)
+        ]
