@@ -15,7 +15,7 @@ from bench.timing import Latency
 MAX_ITEMS_PER_RETURNED = 2.0
 FLAT_RATIO = 1.5
 FLAT_SLACK_MS = 2.0
-SHARD_COST_SLACK = 1.15
+SHARD_COST_SLACK = 1.10
 
 
 @dataclass(frozen=True)

@@ -354,19 +354,6 @@ class DynamoMessageStore:
             )
         return [self._load(item) for item in result.get("Items", [])]
 
-    def next_visible_at(self, queue_id: str, shard: int, now_ms: int) -> int | None:
-        """One index Query of at most one key past `now`."""
-        with translate_errors():
-            result = self._db.query(
-                TableName=self.table, IndexName=VISIBLE_INDEX,
-                KeyConditionExpression="pk = :pk AND visible_at > :now",
-                ExpressionAttributeValues={":pk": {"S": items.partition_key(queue_id, shard)},
-                                           ":now": {"N": str(now_ms)}},
-                ProjectionExpression="visible_at", Limit=1,
-            )
-        found = result.get("Items", [])
-        return int(found[0]["visible_at"]["N"]) if found else None
-
     def is_empty(self, queue_id: str, shard: int) -> bool:
         """One index Query of at most one key: every live message has a `visible_at`."""
         with translate_errors():

@@ -79,10 +79,6 @@ class MessageStore(Protocol):
         """Approximate visible, in-flight and delayed counts of one shard."""
         ...
 
-    def next_visible_at(self, queue_id: str, shard: int, now_ms: int) -> int | None:
-        """When the shard's next hidden message (in flight or delayed) becomes visible."""
-        ...
-
     def is_empty(self, queue_id: str, shard: int) -> bool:
         """True when the shard holds no message at all (visible, in flight or delayed)."""
         ...

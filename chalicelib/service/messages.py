@@ -43,6 +43,7 @@ from chalicelib.service.frontier import Frontier
 _CLAIM_ROUNDS = 3
 # A shard with nothing visible is skipped by this process's receives until its next hidden
 # message becomes visible, for at most this long, unless this process writes to it first.
+# Receives read the index this far past `now` to learn that time in the same request.
 # Like SQS short polling, a receive may then miss a message that another front end has
 # just sent; a long poll finds it on its next pass.
 EMPTY_HINT_MS = 1000
@@ -282,13 +283,21 @@ class MessageService:
         frontier = self._frontier(queue.queue_id, shard)
         writes = self._writes.get((queue.queue_id, shard), 0)
         after: Candidate | None = None
+        upcoming: list[int] = []
         for round_ in range(_CLAIM_ROUNDS):
             now = self._clock.now_ms()
             contention = self._contention.get(queue.queue_id, 0.0)
             limit = (wanted - len(got)) + min(wanted - len(got), round(contention))
 
             def fetch(start: Candidate | None, now: int = now, limit: int = limit) -> CandidatePage:
-                return store.find_candidates(queue.queue_id, shard, now, limit, start)
+                # The read reaches EMPTY_HINT_MS past now, so that a shard with nothing
+                # visible also tells, in the same request, when its next message shows.
+                page = store.find_candidates(queue.queue_id, shard, now + EMPTY_HINT_MS, limit,
+                                             start)
+                visible = [c for c in page.candidates if c.visible_at <= now]
+                later = [c.visible_at for c in page.candidates if c.visible_at > now]
+                upcoming.extend(later[:1])
+                return CandidatePage(visible, page.more and not later, page.items_read)
 
             with frontier.reserve(fetch, after) as page:
                 ordered = list(page.candidates)
@@ -297,20 +306,19 @@ class MessageService:
                 lost = self._take(queue, placed, ordered, wanted - len(got), timeout, now, got)
                 self._record(queue.queue_id, page.items_read, lost)
             if round_ == 0 and not page.candidates and not page.more:
-                self._hint_empty(queue.queue_id, placed, now, writes)
+                until = min(upcoming) if upcoming else now + EMPTY_HINT_MS
+                self._hint_empty(queue.queue_id, shard, until, writes)
             if len(got) >= wanted or not page.more or page.last is None:
                 break
             after = page.last
 
-    def _hint_empty(self, queue_id: str, placed: Shard, now: int, writes: int) -> None:
+    def _hint_empty(self, queue_id: str, shard: int, until: int, writes: int) -> None:
         """Nothing is visible in the shard: skip it until its next message shows (or 1 s).
 
         `writes` is this process's write count of the shard when the receive read it; a
         write since then means the shard may no longer be empty, so no hint is left.
         """
-        next_at = self._stores.of(placed.cluster).next_visible_at(queue_id, placed.id, now)
-        until = now + EMPTY_HINT_MS if next_at is None else min(next_at, now + EMPTY_HINT_MS)
-        key = (queue_id, placed.id)
+        key = (queue_id, shard)
         with self._lock:
             if self._writes.get(key, 0) == writes:
                 self._empty_until[key] = until

@@ -113,11 +113,6 @@ class MemoryStore:
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
         return sorted(self._shard(queue_id, shard).values(), key=lambda m: m.message_id)[:limit]
 
-    def next_visible_at(self, queue_id: str, shard: int, now_ms: int) -> int | None:
-        later = [m.visible_at for m in self._shard(queue_id, shard).values()
-                 if m.visible_at > now_ms]
-        return min(later) if later else None
-
     def is_empty(self, queue_id: str, shard: int) -> bool:
         return not self._shard(queue_id, shard)
 
