@@ -71,7 +71,12 @@ def dmq(aws: Clients, settings: Settings, clock: FakeClock) -> Iterator[Client]:
 @pytest.fixture
 def sqs(dmq: Client) -> Any:
     """boto3's real SQS client, its requests served in process by the Chalice app."""
-    client = boto3.client("sqs", endpoint_url=ENDPOINT, region_name="us-east-1")
+    return sqs_client(dmq, "us-east-1")
+
+
+def sqs_client(dmq: Client, region: str) -> Any:
+    """boto3's SQS client signing for `region`, served in process by the Chalice app."""
+    client = boto3.client("sqs", endpoint_url=ENDPOINT, region_name=region)
 
     def serve(request: Any, **kwargs: Any) -> AWSResponse:
         path = request.url[len(ENDPOINT):] or "/"

@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
-from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from chalice.test import Client
 
@@ -26,7 +24,7 @@ from chalicelib.local.pump import StreamPump, to_lambda_record
 from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
 from chalicelib.settings import Settings
 from infra import provision
-from tests.conftest import ENDPOINT, _Raw
+from tests.conftest import sqs_client
 
 HOME, REPLICA = "us-east-1", "eu-west-1"
 ACCOUNT = "000000000000"
@@ -67,29 +65,14 @@ def _pump(pumps: dict[str, StreamPump]) -> None:
             return
 
 
-def _sqs(dmq: Client, region: str) -> Any:
-    client = boto3.client("sqs", endpoint_url=ENDPOINT, region_name=region)
-
-    def serve(request: Any, **kwargs: Any) -> AWSResponse:
-        headers = {k: v.decode() if isinstance(v, bytes) else v
-                   for k, v in request.headers.items()}
-        headers["Host"] = "dmq.test"
-        result = dmq.http.request(request.method, request.url[len(ENDPOINT):] or "/",
-                                  headers=headers, body=request.body or b"")
-        return AWSResponse(request.url, result.status_code, result.headers, _Raw(result.body))
-
-    client.meta.events.register_first("before-send.sqs", serve)
-    return client
-
-
 @pytest.fixture
 def home(dmq: Client, regions: dict[str, Clients]) -> Any:
-    return _sqs(dmq, HOME)
+    return sqs_client(dmq, HOME)
 
 
 @pytest.fixture
 def away(dmq: Client, regions: dict[str, Clients]) -> Any:
-    return _sqs(dmq, REPLICA)
+    return sqs_client(dmq, REPLICA)
 
 
 def _items(clients: Clients) -> dict[tuple[str, str], dict[str, Any]]:
