@@ -7,8 +7,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -316,10 +314,3 @@ def test_a_region_marked_down_answers_service_unavailable(home: Any, away: Any) 
     assert info.value.response["Error"]["Code"] == "ServiceUnavailable"
     assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
     assert home.get_queue_url(QueueName="local-only")["QueueUrl"] == url
-
-
-@pytest.fixture(autouse=True)
-def _fresh_health() -> Iterator[None]:
-    yield
-    runtime.configure(replace(Settings()))
-    runtime.configure(None)
