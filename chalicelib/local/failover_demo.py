@@ -35,7 +35,10 @@ QUEUE = "failover-demo"
 TICK_S = 0.25
 FAILOVER_AFTER_S = 2.0
 MINUTE_S = 60.0
-QUIET_S = 3.0
+# Messages received in the old home but not yet deleted there come back in the new home
+# after their visibility timeout; the consumers wait longer than that before they stop.
+VISIBILITY_S = 2
+QUIET_S = VISIBILITY_S + 3.0
 
 
 @dataclass
@@ -127,7 +130,8 @@ def run(mode: str, messages: int, timeout_s: float) -> dict[str, Any]:
     try:
         home, away = _client(endpoint, HOME), _client(endpoint, REPLICA)
         url = home.create_queue(QueueName=QUEUE, Attributes={
-            "DmqReplicaRegions": REPLICA, "DmqReplicationMode": mode})["QueueUrl"]
+            "DmqReplicaRegions": REPLICA, "DmqReplicationMode": mode,
+            "VisibilityTimeout": str(VISIBILITY_S)})["QueueUrl"]
         time.sleep(0.5)  # the queue record reaches the replica region
         consumers = [threading.Thread(target=_consume, args=(away, url, tally, promoted,
                                                              deadline)) for _ in range(2)]
