@@ -33,7 +33,8 @@ def sqs() -> Response:
     assert request is not None
     body = request.raw_body
     result = json_protocol.handle(
-        runtime.services_for, dict(request.headers), body if isinstance(body, bytes) else None
+        runtime.services_for, dict(request.headers), body if isinstance(body, bytes) else None,
+        runtime.meter(),
     )
     headers: dict[str, str | list[str]] = dict(result.headers)
     return Response(body=result.body, status_code=result.status, headers=headers)
@@ -157,14 +158,41 @@ def _cluster_handler(name: str) -> Any:
     return handler
 
 
+def _cluster_stream_arn(cluster: str) -> str:
+    settings = get_settings()
+    return settings.messages_stream_arn.replace(
+        f"table/{settings.messages_table}/", f"table/{settings.cluster_table(cluster)}/")
+
+
 # One handler per further cluster (each table has its own stream and event source).
 for _cluster in get_settings().clusters[1:]:
     _name = f"on_message_change_{_cluster.replace('-', '_')}"
     globals()[_name] = app.on_dynamodb_record(
-        stream_arn=get_settings().messages_stream_arn.replace(
-            f"table/{get_settings().messages_table}/",
-            f"table/{get_settings().cluster_table(_cluster)}/"),
-    )(_cluster_handler(_name))
+        stream_arn=_cluster_stream_arn(_cluster))(_cluster_handler(_name))
+
+
+def _archive(event: DynamoDBEvent) -> None:
+    """Write the batch to the audit archive. A failure raises, so the batch is retried;
+    a retried batch overwrites its own archive object."""
+    archiver = runtime.archiver()
+    if archiver is not None:
+        archiver.write_batch(list(event.to_dict().get("Records", [])))
+
+
+def _archive_handler(name: str) -> Any:
+    def handler(event: DynamoDBEvent) -> None:
+        _archive(event)
+
+    handler.__name__ = handler.__qualname__ = name
+    return handler
+
+
+# The archive reads each messages stream as a second consumer, apart from replication,
+# so that neither one's failures hold the other back.
+for _cluster in get_settings().clusters:
+    _name = f"archive_messages_{_cluster.replace('-', '_')}"
+    globals()[_name] = app.on_dynamodb_record(
+        stream_arn=_cluster_stream_arn(_cluster), batch_size=500)(_archive_handler(_name))
 
 
 @app.on_dynamodb_record(stream_arn=get_settings().queues_stream_arn)
@@ -201,6 +229,14 @@ def manage_clusters(event: CloudWatchEvent) -> None:
     for region in _live_local_regions():
         services = runtime.services_for(region)
         services.clusters.record_utilization(services.queues.all_queues())
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+def flush_usage(event: CloudWatchEvent) -> None:
+    """Write the usage counts held in memory (requests flush them too, when due)."""
+    meter = runtime.meter()
+    if meter is not None:
+        meter.flush()
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))

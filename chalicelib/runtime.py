@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from chalicelib.aws import Clients
+from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.dynamo_store import DynamoMessageStore
@@ -22,6 +23,7 @@ from chalicelib.service.failover import FailoverManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.queues import QueueService
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
+from chalicelib.service.usage import UsageMeter
 from chalicelib.settings import Settings, get_settings
 
 
@@ -36,6 +38,7 @@ class Runtime:
         self._managers: dict[str, FailoverManager] = {}
         self.health = RegionHealth()
         self.lag = LagMetrics()
+        self._meter: UsageMeter | None = None
 
     @property
     def settings(self) -> Settings:
@@ -60,6 +63,29 @@ class Runtime:
         """Applies this deployment's stream records to replica regions."""
         return Replicator(self.backend, self.health, self._clock, self.settings.queues_table,
                           self.lag)
+
+    def archive_sink(self) -> Sink | None:
+        """Where audit records go: the archive bucket, else the data folder, else nowhere."""
+        settings = self.settings
+        if settings.archive_bucket:
+            return S3Sink(Clients(settings).s3, settings.archive_bucket)
+        if settings.data_dir:
+            return DirectorySink(settings.data_dir)
+        return None
+
+    def archiver(self) -> StreamArchiver | None:
+        """Writes stream batches to the archive (None when archiving is off)."""
+        sink = self.archive_sink()
+        return StreamArchiver(sink) if sink is not None else None
+
+    def meter(self) -> UsageMeter | None:
+        """The container's usage counters (None when archiving is off)."""
+        with self._lock:
+            if self._meter is None:
+                sink = self.archive_sink()
+                if sink is not None:
+                    self._meter = UsageMeter(sink, self._clock, self.settings.usage_flush_s)
+            return self._meter
 
     def failover(self, region: str = "") -> FailoverManager:
         """The region's heartbeat, promotion and rejoin manager (kept: it remembers rejoins)."""
@@ -115,3 +141,4 @@ class Runtime:
             self._managers = {}
             self.health = RegionHealth()
             self.lag = LagMetrics()
+            self._meter = None

@@ -37,6 +37,11 @@ class Settings:
     queues_stream_arn: str = (
         "arn:aws:dynamodb:us-east-1:000000000000:table/dmq-queues/stream/local"
     )
+    # The audit archive: a folder (local runs) or an S3 bucket (AWS); neither turns it off.
+    data_dir: str | None = None
+    archive_bucket: str | None = None
+    usage_flush_s: float = 60.0
+    export_interval_s: float = 60.0
 
     @property
     def all_regions(self) -> tuple[str, ...]:
@@ -87,6 +92,10 @@ class Settings:
             hosted_regions=_names(env.get("DMQ_HOSTED_REGIONS", ""), (region,)),
             failover_after_s=float(env.get("DMQ_FAILOVER_AFTER_S", base.failover_after_s)),
             queues_stream_arn=env.get("DMQ_QUEUES_STREAM_ARN", queues_arn),
+            data_dir=env.get("DMQ_DATA_DIR") or None,
+            archive_bucket=env.get("DMQ_ARCHIVE_BUCKET") or None,
+            usage_flush_s=float(env.get("DMQ_USAGE_FLUSH_S", base.usage_flush_s)),
+            export_interval_s=float(env.get("DMQ_EXPORT_INTERVAL_S", base.export_interval_s)),
         )
 
 

@@ -151,7 +151,7 @@ class DynamoMessageStore:
                     TableName=self.table,
                     Key=items.key(queue_id, shard, candidate.message_id),
                     UpdateExpression=(
-                        "SET visible_at = :vis, claim = :tok, rc = rc + :one, "
+                        "SET visible_at = :vis, claim = :tok, rc = rc + :one, rcv = :now, "
                         "frc = if_not_exists(frc, :now)"
                     ),
                     ConditionExpression="visible_at = :seen",

@@ -6,7 +6,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from chalicelib.frontend.context import (
     RequestContext,
@@ -15,6 +15,7 @@ from chalicelib.frontend.context import (
 )
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
+from chalicelib.frontend.metering import payload_bytes, queue_of
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.routing import route
 from chalicelib.frontend.services import Services
@@ -65,12 +66,23 @@ def _parse(headers: Mapping[str, str], body: bytes | None) -> tuple[str, Params]
     return target[len(TARGET_PREFIX):], Params(data)
 
 
+class Meter(Protocol):
+    """Counts requests for the usage records."""
+
+    def record(self, account: str, queue: str, action: str, payload_bytes: int) -> None: ...
+
+
 def handle(
-    services_for: Callable[[str], Services], headers: Mapping[str, str], body: bytes | None
+    services_for: Callable[[str], Services], headers: Mapping[str, str], body: bytes | None,
+    meter: Meter | None = None,
 ) -> HttpResponse:
-    """Serve one request: parse, dispatch, serialise; every failure is an SQS error."""
+    """Serve one request: parse, dispatch, serialise; every failure is an SQS error.
+
+    Every request that names an action is metered, failed ones included (SQS bills them).
+    """
     request_id = str(uuid.uuid4())
     lowered = {k.lower(): v for k, v in headers.items()}
+    action, params, result, account = "", Params({}), None, ""
     try:
         action, params = _parse(lowered, body)
         services = services_for(region_from_headers(lowered, ""))
@@ -79,7 +91,23 @@ def handle(
             region=region_from_headers(lowered, services.settings.region),
             base_url=base_url_from_headers(lowered),
         )
+        account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
+        _meter(meter, account, action, params, None)
         return error_response(to_sqs_error(exc), request_id)
+    _meter(meter, account, action, params, result)
     return HttpResponse(200, _headers(request_id), json.dumps(result))
+
+
+def _meter(meter: Meter | None, caller: str, action: str, params: Params, result: Any) -> None:
+    """Count a request against the queue's account (the caller's when it names no URL)."""
+    if meter is None or not action:
+        return
+    queue = queue_of(params.data)
+    if "/" in queue:
+        account = queue.split("/", 1)[0]
+    else:
+        account, queue = caller, f"{caller}/{queue}" if queue else ""
+    meter.record(account, queue, action,
+                 payload_bytes(action, params.data, result if isinstance(result, dict) else None))

@@ -17,6 +17,11 @@ class Params:
     def __init__(self, data: Mapping[str, Any]) -> None:
         self._data = data
 
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """Every parameter as sent."""
+        return self._data
+
     def raw(self, name: str) -> Any:
         """The value as sent, or None."""
         return self._data.get(name)

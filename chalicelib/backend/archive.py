@@ -1,0 +1,149 @@
+"""The audit archive: stream records, usage records and table exports, as gzip JSON lines.
+
+Everything lands under one root, in S3 on AWS (`DMQ_ARCHIVE_BUCKET`) or in a folder on
+disk locally (`DMQ_DATA_DIR`, `.dmq/` by default):
+
+- `archive/<table>/<yyyy>/<mm>/<dd>/<hh>/<region>-<first seq>-<last seq>.json.gz`: one
+  object per batch of stream records, one record per line, in the DynamoDB Streams
+  record format (as Lambda delivers it). The name depends only on the batch, so a
+  retried batch overwrites its own object; the audit jobs also deduplicate by sequence
+  number, for retries that split a batch differently.
+- `usage/...` and `exports/...`: see `chalicelib.service.usage` and `chalicelib.local.exports`.
+
+Message bodies never reach the archive in clear text: DMQ treats every queue as
+encrypted at rest (SSE-SQS is SQS's default), so each image keeps the body's SHA-256
+and size, and the same for message attributes.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+Record = dict[str, Any]
+
+# Item attributes that hold message content, replaced by `<name>_sha256` and `<name>_size`.
+REDACTED = ("body", "attrs")
+
+
+class Sink(Protocol):
+    """Where archive objects go."""
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+
+class DirectorySink:
+    """A folder on disk. Objects appear atomically: readers never see half a file."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A leading dot keeps Spark from reading the file before it is complete.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+
+
+class S3Sink:
+    """An S3 bucket, with a key prefix."""
+
+    def __init__(self, s3: S3Client, bucket: str, prefix: str = "") -> None:
+        self._s3 = s3
+        self._bucket = bucket
+        self._prefix = prefix
+
+    def put(self, key: str, data: bytes) -> None:
+        self._s3.put_object(Bucket=self._bucket, Key=self._prefix + key, Body=data,
+                            ServerSideEncryption="AES256")
+
+
+def json_lines_gz(rows: Iterable[Mapping[str, Any]]) -> bytes:
+    """Gzip JSON lines, byte-for-byte the same for the same rows (no timestamp in the header)."""
+    text = "".join(json.dumps(row, separators=(",", ":"), sort_keys=True, default=str) + "\n"
+                   for row in rows)
+    return gzip.compress(text.encode("utf-8"), mtime=0)
+
+
+def redact_image(image: Mapping[str, Any]) -> dict[str, Any]:
+    """An item image with message content replaced by its SHA-256 and size in bytes."""
+    result = dict(image)
+    for name in REDACTED:
+        value = result.pop(name, None)
+        if value is None or "S" not in value:
+            continue
+        raw = str(value["S"]).encode("utf-8")
+        result[f"{name}_sha256"] = {"S": hashlib.sha256(raw).hexdigest()}
+        result.setdefault(f"{name}_size", {"N": str(len(raw))})
+    return result
+
+
+def redact_record(record: Mapping[str, Any]) -> Record:
+    """A stream record whose images hold no message content."""
+    result = copy.deepcopy(dict(record))
+    stream = result.get("dynamodb", {})
+    for image in ("NewImage", "OldImage"):
+        if image in stream:
+            stream[image] = redact_image(stream[image])
+    return result
+
+
+def table_of(record: Mapping[str, Any]) -> str:
+    """The table name in a record's event source ARN."""
+    arn = str(record.get("eventSourceARN", ""))
+    return arn.split(":table/", 1)[1].split("/", 1)[0] if ":table/" in arn else "unknown"
+
+
+def record_time(record: Mapping[str, Any]) -> datetime:
+    """When the change happened (the stream's approximate creation time), in UTC."""
+    created = record.get("dynamodb", {}).get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        return created.astimezone(UTC)
+    if created is None:
+        return datetime.now(UTC)
+    return datetime.fromtimestamp(float(created), UTC)
+
+
+def hour_path(moment: datetime) -> str:
+    """`<yyyy>/<mm>/<dd>/<hh>` of a UTC time."""
+    return moment.strftime("%Y/%m/%d/%H")
+
+
+def batch_key(records: list[Record]) -> str:
+    """The archive key of a batch: its table, the hour of its first change, its sequence range."""
+    first, last = records[0], records[-1]
+    region = str(first.get("awsRegion", "unknown"))
+    lo = first.get("dynamodb", {}).get("SequenceNumber") or uuid.uuid4().hex
+    hi = last.get("dynamodb", {}).get("SequenceNumber") or lo
+    return (f"archive/{table_of(first)}/{hour_path(record_time(first))}/"
+            f"{region}-{lo}-{hi}.json.gz")
+
+
+class StreamArchiver:
+    """Writes each batch of stream records as one archive object."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    def write_batch(self, records: list[Record]) -> str | None:
+        """Archive a batch; return its key (None for an empty batch)."""
+        if not records:
+            return None
+        key = batch_key(records)
+        self._sink.put(key, json_lines_gz(redact_record(r) for r in records))
+        return key

@@ -1,0 +1,62 @@
+"""What one SQS request counts for in the usage records: its queue and its payload bytes."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+SEND_ACTIONS = frozenset({"SendMessage", "SendMessageBatch"})
+
+
+def queue_of(data: Mapping[str, Any]) -> str:
+    """The queue a request names (`<account>/<name>`): its QueueUrl, or QueueName, or ''."""
+    url = data.get("QueueUrl")
+    if isinstance(url, str) and url:
+        parts = [p for p in (urlparse(url).path if "://" in url else url).split("/") if p]
+        return "/".join(parts[-2:])
+    name = data.get("QueueName")
+    return name if isinstance(name, str) else ""
+
+
+def _attribute_bytes(attributes: Any) -> int:
+    """Name, type and value bytes of message attributes, as SQS counts them for size."""
+    if not isinstance(attributes, Mapping):
+        return 0
+    total = 0
+    for name, value in attributes.items():
+        if not isinstance(value, Mapping):
+            continue
+        total += len(str(name).encode()) + len(str(value.get("DataType", "")).encode())
+        text = value.get("StringValue")
+        if isinstance(text, str):
+            total += len(text.encode())
+        binary = value.get("BinaryValue")
+        if isinstance(binary, str):
+            try:
+                total += len(base64.b64decode(binary, validate=True))
+            except (binascii.Error, ValueError):
+                total += len(binary)
+    return total
+
+
+def _message_bytes(message: Mapping[str, Any], body_key: str) -> int:
+    body = message.get(body_key)
+    size = len(body.encode("utf-8")) if isinstance(body, str) else 0
+    return size + _attribute_bytes(message.get("MessageAttributes"))
+
+
+def payload_bytes(action: str, data: Mapping[str, Any], result: Mapping[str, Any] | None) -> int:
+    """Message bytes a request carried: sent bodies and attributes, or received ones."""
+    if action == "SendMessage":
+        return _message_bytes(data, "MessageBody")
+    if action == "SendMessageBatch":
+        entries = data.get("Entries")
+        return sum(_message_bytes(e, "MessageBody") for e in entries
+                   if isinstance(e, Mapping)) if isinstance(entries, list) else 0
+    if action == "ReceiveMessage" and result is not None:
+        messages = result.get("Messages", [])
+        return sum(_message_bytes(m, "Body") for m in messages if isinstance(m, Mapping))
+    return 0
