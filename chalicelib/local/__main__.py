@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import threading
 
@@ -15,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run DMQ locally.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9324)
+    parser.add_argument("--data-dir", default=os.environ.get("DMQ_DATA_DIR") or ".dmq",
+                        help="where the audit archive, usage records and table exports go")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("werkzeug", "botocore", "pynamodb"):
@@ -22,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import app as dmq_app
 
-    local = LocalDmq(dmq_app.app, dmq_app.runtime, LocalOptions(host=args.host, port=args.port))
+    options = LocalOptions(host=args.host, port=args.port, data_dir=args.data_dir)
+    local = LocalDmq(dmq_app.app, dmq_app.runtime, options)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     try:

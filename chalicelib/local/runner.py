@@ -9,6 +9,7 @@ from chalice import Chalice
 
 from chalicelib.aws import Clients
 from chalicelib.local.embedded import EmbeddedAws
+from chalicelib.local.exports import ExportTarget, PeriodicExporter, TableExporter
 from chalicelib.local.handlers import schedule_bindings, stream_bindings
 from chalicelib.local.pump import StreamPump
 from chalicelib.local.scheduler import Scheduler
@@ -29,6 +30,7 @@ class LocalOptions:
     settings: Settings = field(default_factory=Settings.from_env)
     pump_interval_s: float = 0.2
     schedule_scale: float = 1.0
+    data_dir: str | None = None  # the audit archive's folder, unless the settings name one
 
 
 class LocalDmq:
@@ -42,6 +44,7 @@ class LocalDmq:
         self.server: LocalServer | None = None
         self.pumps: list[StreamPump] = []
         self.scheduler: Scheduler | None = None
+        self.exporter: PeriodicExporter | None = None
 
     @property
     def embedded(self) -> bool:
@@ -52,12 +55,14 @@ class LocalDmq:
         """Start the store, create the tables, then serve; return the endpoint URL."""
         # One process serves every region of the deployment (DMQ_REGIONS).
         settings = replace(self.options.settings,
-                           hosted_regions=self.options.settings.all_regions)
+                           hosted_regions=self.options.settings.all_regions,
+                           data_dir=self.options.settings.data_dir or self.options.data_dir)
         if self.embedded:
             self._embedded = EmbeddedAws()
             self._embedded.start()
         self._runtime.configure(settings)
         bindings = stream_bindings(self._app)
+        targets: list[ExportTarget] = []
         for region in settings.all_regions:
             clients = Clients(settings, region)
             provision.create_all(
@@ -73,19 +78,44 @@ class LocalDmq:
             )
             self.pumps.append(StreamPump(clients.dynamodb, clients.streams, bindings, region,
                                          self.options.pump_interval_s, self._runtime.health))
+            targets += [ExportTarget(region, table, clients.dynamodb) for table in (
+                settings.queues_table, *(settings.cluster_table(c) for c in settings.clusters))]
+        if settings.data_dir:
+            self.exporter = PeriodicExporter(
+                TableExporter(settings.data_dir, targets, self._archive_caught_up),
+                settings.export_interval_s)
         self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
         self.server = LocalServer(self._app, self.options.host, self.options.port)
         for pump in self.pumps:
             pump.start()
         self.scheduler.start()
+        if self.exporter is not None:
+            self.exporter.start()
         self.server.start()
         return self.server.url
 
+    def _archive_caught_up(self, since: float) -> bool:
+        return all(p.wait_caught_up(since, timeout_s=30) for p in self.pumps)
+
+    def export_now(self) -> None:
+        """Write a table export now (what the timer and the shutdown do)."""
+        if self.exporter is not None:
+            self.exporter.export_now()
+
     def stop(self) -> None:
-        """Stop serving, then the pump and scheduler, then the store."""
-        for part in (self.server, *self.pumps, self.scheduler):
+        """Stop serving; write the last export while the pumps still archive; stop the
+        pumps and the scheduler; flush the usage counts; then stop the store."""
+        if self.server is not None:
+            self.server.stop()
+        if self.exporter is not None:
+            self.exporter.stop()
+            self.exporter = None
+        for part in (*self.pumps, self.scheduler):
             if part is not None:
                 part.stop()
+        meter = self._runtime.meter()
+        if meter is not None:
+            meter.flush()
         if self._embedded is not None:
             self._embedded.stop()
             self._embedded = None

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -109,6 +110,8 @@ def server_env() -> dict[str, str]:
         AWS_DEFAULT_REGION="us-east-1",
         PYTHONUNBUFFERED="1",
         DMQ_LONG_POLL_INTERVAL_MS="5000",
+        # The audit archive of the shared server goes to a temporary folder, not the tree.
+        DMQ_DATA_DIR=tempfile.mkdtemp(prefix="dmq-e2e-data-"),
     )
     return env
 

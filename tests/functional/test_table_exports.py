@@ -1,0 +1,89 @@
+"""GIVEN tables in the embedded store WHEN the local server exports them THEN each export
+is in DynamoDB's export format (data parts, then manifest-files.json, then
+manifest-summary.json), holds no message body in clear, waits for the archive, and only
+the newest exports are kept."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from chalicelib.local.exports import KEEP_EXPORTS, ExportTarget, TableExporter
+
+TABLE = "dmq-messages"
+
+
+@pytest.fixture
+def dynamodb() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="eu-west-1")
+        client.create_table(
+            TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                       {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                  {"AttributeName": "sk", "AttributeType": "S"}],
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+        for i in range(3):
+            client.put_item(TableName=TABLE, Item={
+                "pk": {"S": "000000000000/q#0"}, "sk": {"S": f"m{i}"},
+                "body": {"S": f"secret {i}"}, "rc": {"N": "0"}})
+        yield client
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+
+
+def test_an_export_is_in_dynamodb_format_and_redacted(dynamodb: Any, tmp_path: Path) -> None:
+    waited: list[float] = []
+    exporter = TableExporter(tmp_path, [ExportTarget("eu-west-1", TABLE, dynamodb)],
+                             caught_up=lambda since: waited.append(since) or True)
+    [folder] = exporter.export_all()
+    assert folder.parent == tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB"
+    summary = json.loads((folder / "manifest-summary.json").read_text())
+    described = dynamodb.describe_table(TableName=TABLE)["Table"]
+    assert summary["tableArn"] == described["TableArn"]
+    assert summary["dmqStreamArn"] == described["LatestStreamArn"]
+    assert summary["dmqRegion"] == "eu-west-1" and summary["itemCount"] == 3
+    assert summary["s3Prefix"] == f"exports/{TABLE}/eu-west-1"
+    assert summary["outputFormat"] == "DYNAMODB_JSON" and summary["exportType"] == "FULL_EXPORT"
+    manifest = [json.loads(line) for line in
+                (tmp_path / summary["manifestFilesS3Key"]).read_text().splitlines()]
+    items = [line["Item"] for m in manifest for line in _lines(tmp_path / m["dataFileS3Key"])]
+    assert sorted(i["sk"]["S"] for i in items) == ["m0", "m1", "m2"]
+    first = next(i for i in items if i["sk"]["S"] == "m0")
+    assert "body" not in first and first["rc"] == {"N": "0"}
+    assert first["body_sha256"]["S"] == hashlib.sha256(b"secret 0").hexdigest()
+    assert b"secret" not in b"".join((folder / "data").joinpath(p).read_bytes()
+                                     for p in (folder / "data").iterdir())
+    assert len(waited) == 1  # it asked whether the archive had caught up
+
+
+def test_only_the_newest_exports_are_kept(dynamodb: Any, tmp_path: Path) -> None:
+    exporter = TableExporter(tmp_path, [ExportTarget("eu-west-1", TABLE, dynamodb)])
+    written = [exporter.export_all()[0] for _ in range(KEEP_EXPORTS + 2)]
+    kept = sorted((tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB").iterdir())
+    assert kept == written[-KEEP_EXPORTS:]
+
+
+def test_exports_of_an_earlier_run_are_kept(dynamodb: Any, tmp_path: Path) -> None:
+    # GIVEN an export left by an earlier run of the local store (another stream)
+    earlier = tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB" / "00000000T000000-old"
+    earlier.mkdir(parents=True)
+    (earlier / "manifest-summary.json").write_text(json.dumps({"dmqStreamArn": "earlier"}))
+    # WHEN this run exports more often than it keeps
+    exporter = TableExporter(tmp_path, [ExportTarget("eu-west-1", TABLE, dynamodb)])
+    for _ in range(KEEP_EXPORTS + 1):
+        exporter.export_all()
+    # THEN the earlier run's export is still there, beside this run's newest
+    kept = list((tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB").iterdir())
+    assert earlier in kept and len(kept) == KEEP_EXPORTS + 1
