@@ -9,9 +9,9 @@ PORT ?= 9324
 PYTEST_ARGS ?=
 MODE ?= sync
 
-.PHONY: run test lint typecheck bench failover-demo venv clean
+.PHONY: run test test-spark35 lint typecheck bench failover-demo audit audit-bench venv clean
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
@@ -24,6 +24,16 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# The Spark tests and a spark-submit run on Glue 5's Spark 3.5, in a venv of their own.
+SPARK35 := .venv-spark35
+$(SPARK35)/.installed: requirements.txt requirements-test.txt requirements-spark35.txt
+	test -x $(SPARK35)/bin/python || $(PYTHON) -m venv $(SPARK35)
+	$(SPARK35)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-spark35.txt
+	touch $@
+
+test-spark35: $(SPARK35)/.installed
+	$(SPARK35)/bin/python -m pytest -q -p no:cacheprovider tests/spark tests/functional/test_glue_infra.py tests/e2e/test_audit.py
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
@@ -33,8 +43,16 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.run
 
+# The Spark audits over what `make run` archived under .dmq/ (or DMQ_DATA_DIR).
+audit: $(STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m chalicelib.local.admin audit $(AUDIT_ARGS)
+
+# The lifecycle audit's throughput on local[2], for 1M and 5M synthetic events.
+audit-bench: $(STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m bench.audit
+
 failover-demo: $(STAMP)
 	$(PY) -m chalicelib.local.failover_demo --mode $(MODE)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SPARK35) .pytest_cache .mypy_cache .ruff_cache

@@ -88,3 +88,13 @@ def sqs_client(dmq: Client, region: str) -> Any:
 
     client.meta.events.register_first("before-send.sqs", serve)
     return client
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for the whole test run (it takes seconds to start)."""
+    from glue_jobs.common.driver import local_session
+
+    session = local_session("dmq-tests")
+    yield session
+    session.stop()

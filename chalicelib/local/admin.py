@@ -9,8 +9,11 @@
     python -m chalicelib.local.admin capacity c2 100
     python -m chalicelib.local.admin regions
     python -m chalicelib.local.admin region down us-east-1     # simulate a region failure
+    python -m chalicelib.local.admin audit [--data-dir .dmq]   # the audits on local Spark
 
-It calls the admin API of a running DMQ (`--endpoint`, default the local server).
+`audit` runs the Spark audit jobs over the local data folder (see
+`chalicelib.local.audit`). Every other command calls the admin API of a running DMQ
+(`--endpoint`, default the local server).
 Requests are signed with SigV4 for API Gateway (`execute-api`) when credentials
 are available, which the deployed admin routes require.
 """
@@ -28,6 +31,8 @@ from typing import Any
 import boto3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
+
+from chalicelib.local import audit
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 
@@ -136,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     region = sub.add_parser("region", help="mark a region down or up (local simulation)")
     region.add_argument("state", choices=("down", "up", "tick"))
     region.add_argument("region")
+    audit_parser = sub.add_parser("audit", help="run the Spark audits over the local archive")
+    audit.add_arguments(audit_parser)
     args = parser.parse_args(argv)
+    if args.command == "audit":
+        return audit.run(args)
     data = _run(args)
     if args.json or args.command not in ("queues", "peek"):
         print(json.dumps(data, indent=2, sort_keys=True))

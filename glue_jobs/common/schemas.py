@@ -1,0 +1,72 @@
+"""Explicit schemas for what the jobs read: no inference, the same on Spark 3.5 and 4."""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+# A DynamoDB JSON attribute value. DMQ's message items use only S and N.
+VALUE = StructType([StructField("S", StringType()), StructField("N", StringType())])
+IMAGE = MapType(StringType(), VALUE)
+
+STREAM_RECORD = StructType([
+    StructField("awsRegion", StringType()),
+    StructField("eventID", StringType()),
+    StructField("eventName", StringType()),
+    StructField("eventSourceARN", StringType()),
+    StructField("dynamodb", StructType([
+        StructField("ApproximateCreationDateTime", DoubleType()),
+        StructField("SequenceNumber", StringType()),
+        StructField("Keys", IMAGE),
+        StructField("NewImage", IMAGE),
+        StructField("OldImage", IMAGE),
+    ])),
+])
+
+EXPORT_LINE = StructType([StructField("Item", IMAGE)])
+
+EXPORT_SUMMARY = StructType([
+    StructField("exportArn", StringType()),
+    StructField("exportTime", StringType()),
+    StructField("tableArn", StringType()),
+    StructField("s3Prefix", StringType()),
+    StructField("itemCount", LongType()),
+    StructField("dmqRegion", StringType()),
+    StructField("dmqStreamArn", StringType()),
+])
+
+USAGE = StructType([
+    StructField("account", StringType()),
+    StructField("queue", StringType()),
+    StructField("action", StringType()),
+    StructField("minute", StringType()),
+    StructField("requests", LongType()),
+    StructField("bytes", LongType()),
+    StructField("billing_units", LongType()),
+])
+
+# The normalised lifecycle event every lifecycle transform takes (see events.py).
+EVENT = StructType([
+    StructField("source", StringType()),
+    StructField("region", StringType()),
+    StructField("seq", StringType()),
+    StructField("event_type", StringType()),
+    StructField("at_ms", LongType()),
+    StructField("queue_id", StringType()),
+    StructField("pk", StringType()),
+    StructField("message_id", StringType()),
+    StructField("sent_ms", LongType()),
+    StructField("expires_ms", LongType()),
+    StructField("old_rc", LongType()),
+    StructField("new_rc", LongType()),
+    StructField("old_visible_at", LongType()),
+    StructField("group_id", StringType()),
+    StructField("group_seq", StringType()),
+    StructField("rseq", StringType()),
+])

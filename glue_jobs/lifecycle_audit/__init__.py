@@ -1,0 +1,1 @@
+"""The lifecycle audit: every message's life from the stream archive, checked for loss."""

@@ -1,0 +1,153 @@
+"""The lifecycle audit driver: `spark-submit glue_jobs/lifecycle_audit/job.py --data D --out O`.
+
+Also a Glue job (the same arguments as job parameters), and `make audit` runs `run()`
+in-process. It prints stage progress, writes Parquet tables and `report.md` with plots
+under `<out>/lifecycle_audit/`, and ends with
+`messages=N lost=L duplicates=D fifo_violations=F`; it exits 1 when L > 0.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the `glue_jobs` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from glue_jobs.common import io
+from glue_jobs.common.driver import (
+    Progress,
+    Stages,
+    job_arguments,
+    publish_report,
+    report_folder,
+    session,
+    write_parquet,
+)
+from glue_jobs.common.events import dedupe_records, events_from_records
+from glue_jobs.common.report import Report
+from glue_jobs.lifecycle_audit import transforms as t
+
+JOB = "lifecycle_audit"
+SAMPLE = 200_000  # latency values drawn in the histogram
+
+
+@dataclass(frozen=True)
+class LifecycleResult:
+    """The audit's headline figures."""
+
+    messages: int
+    lost: int
+    duplicates: int
+    fifo_violations: int
+    unjudged: int
+    events: int
+
+    @property
+    def line(self) -> str:
+        """The last line of the audit's output."""
+        return (f"messages={self.messages} lost={self.lost} duplicates={self.duplicates} "
+                f"fifo_violations={self.fifo_violations}")
+
+
+def run(spark: SparkSession, data: str, out: str, progress: Progress = print,
+        queues_table: str = "dmq-queues") -> LifecycleResult:
+    """Audit the archive and exports under `data`; write the results under `out`."""
+    stages = Stages(7, progress)
+    stages.next("reading the stream archive")
+    records = io.read_records(spark, data)
+    stages.next("rebuilding message lifecycles (deduplicated by sequence number)")
+    events = events_from_records(dedupe_records(records)).persist(StorageLevel.MEMORY_AND_DISK)
+    event_count = events.count()
+    stages.next("reading the newest table exports")
+    streams = [r["source"] for r in events.select("source").distinct().collect()]
+    exports = io.with_stream_sources(
+        [e for e in io.latest_exports(spark, data) if e.table != queues_table], streams)
+    export_times = spark.createDataFrame(
+        [(e.source, e.export_ms) for e in exports], "source string, export_ms long")
+    live = t.live_copies(io.read_export_items(spark, exports))
+    stages.next("finding lost messages")
+    lost = t.lost_copies(events, live, export_times).cache()
+    unjudged = t.unjudged_copies(events, export_times).count()
+    stages.next("finding duplicate deliveries and FIFO violations")
+    duplicates = t.duplicate_deliveries(events).cache()
+    fifo = t.fifo_violations(events).cache()
+    figures = t.summary(events, lost, duplicates, fifo).first()
+    assert figures is not None
+    result = LifecycleResult(int(figures["messages"]), int(figures["lost"]),
+                             int(figures["duplicates"]), int(figures["fifo_violations"]),
+                             unjudged, event_count)
+    stages.next("receive counts, dwell and latency")
+    delivered = t.deliveries(events).persist(StorageLevel.MEMORY_AND_DISK)
+    tables = {
+        "lost": lost, "duplicates": duplicates, "fifo_violations": fifo,
+        "removals": t.removals(events), "latency": t.latency_by_queue(delivered).cache(),
+        "receive_counts": t.receive_count_distribution(delivered).cache(),
+        "throughput": t.throughput(events).cache(),
+    }
+    stages.next("writing Parquet tables and the report")
+    write_parquet(tables, f"{out.rstrip('/')}/{JOB}")
+    folder = report_folder(out, JOB)
+    _report(folder, result, tables, delivered, len(exports))
+    publish_report(folder, out, JOB)
+    for frame in (*tables.values(), delivered, events):
+        frame.unpersist()
+    return result
+
+
+def _report(folder: str, result: LifecycleResult, tables: dict[str, DataFrame],
+            delivered: DataFrame, exports: int) -> None:
+    report = Report(folder, "DMQ lifecycle audit")
+    clean = result.lost == 0 and result.duplicates == 0 and result.fifo_violations == 0
+    if clean:
+        report.line(f"**Clean: {result.messages} messages, none lost, no duplicate deliveries, "
+                    "no FIFO violations.**")
+    else:
+        report.line(f"**Problems found: {result.lost} lost, {result.duplicates} duplicate "
+                    f"deliveries, {result.fifo_violations} FIFO violations "
+                    f"(of {result.messages} messages).**")
+    report.line(f"{result.events} lifecycle events; {exports} table exports; "
+                f"{result.unjudged} message copies written after the newest export "
+                "(not judged for loss).")
+    report.bars("anomalies", ["lost", "duplicates", "fifo_violations"],
+                [result.lost, result.duplicates, result.fifo_violations],
+                "Lost and duplicate messages", alert=not clean)
+    for name in ("lost", "duplicates", "fifo_violations"):
+        rows = tables[name].limit(51).collect()
+        if rows:
+            report.line(f"## {name.replace('_', ' ').capitalize()}")
+            report.table(tables[name].columns, [tuple(r) for r in rows])
+    report.line("## Latency per queue (ms)")
+    latency = tables["latency"]
+    report.table(latency.columns, [tuple(r) for r in latency.collect()])
+    values = [r[0] for r in delivered.where(F.col("latency_ms").isNotNull())
+              .select("latency_ms").limit(SAMPLE).collect()]
+    report.histogram("latency", [v / 1000 for v in values], "Send to delete latency",
+                     "seconds")
+    report.line("## Receive counts")
+    counts = tables["receive_counts"]
+    report.table(counts.columns, [tuple(r) for r in counts.collect()])
+    minutes = tables["throughput"].collect()
+    report.series("throughput", [i for i, _ in enumerate(minutes)],
+                  {k: [r[k] for r in minutes] for k in ("sent", "received", "removed")},
+                  "Throughput", "minute of the run")
+    report.write()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """spark-submit and Glue entry point."""
+    args = job_arguments(argv, ["data", "out", "queues_table"],
+                         {"data": ".dmq", "out": ".dmq/audit", "queues_table": "dmq-queues"})
+    spark = session("dmq-lifecycle-audit")
+    result = run(spark, args["data"], args["out"], queues_table=args["queues_table"])
+    print(result.line, flush=True)
+    return 1 if result.lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Pure transforms of lifecycle events (see `glue_jobs.common.events`) into audit tables.
+
+Definitions:
+- **lost**: a copy of a message that the archive shows written and never removed, that
+  is not live in its table's export, and that was written before the export began
+  (with a margin for clock skew; later copies are not judged by that export);
+- **duplicate delivery**: a receive of a copy after that copy was removed
+  (`after_delete`), or a claim made while an earlier claim still held the message
+  invisible (`concurrent_claim`);
+- **FIFO violation**: a message of a group first delivered before an earlier-sent
+  message of the same group was first delivered (messages delivered together count
+  as in order);
+- a removal is `dead_lettered` when the same message id was written to another queue
+  of the region at about the same time, `expired` when its retention had run out,
+  and `deleted` otherwise (DeleteMessage or PurgeQueue).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
+
+from glue_jobs.common.events import SEQ_WIDTH
+
+LOSS_MARGIN_MS = 2_000
+MOVE_WINDOW_MS = 5_000
+EXPIRY_SLACK_MS = 1_000
+PERCENTILES = [0.5, 0.9, 0.99]
+COPY = ["source", "pk", "message_id"]
+
+
+def _copy_window() -> WindowSpec:
+    return Window.partitionBy(*COPY)
+
+
+def home_events(events: DataFrame) -> DataFrame:
+    """Events of home copies: sends, dead-letter copies; not replicas (which carry `_rseq`)."""
+    replica = F.max(F.col("rseq").isNotNull().cast("int")).over(_copy_window())
+    return events.withColumn("_replica", replica).where(F.col("_replica") == 0).drop("_replica")
+
+
+def copies(events: DataFrame) -> DataFrame:
+    """One row per copy: where it lives, when it was first seen, its last event by sequence."""
+    return events.groupBy("source", "region", "pk", "queue_id", "message_id").agg(
+        F.min("at_ms").alias("first_ms"),
+        F.expr("max_by(event_type, seq)").alias("last_event"),
+        F.min("sent_ms").alias("sent_ms"),
+    )
+
+
+def lost_copies(events: DataFrame, live: DataFrame, exports: DataFrame,
+                margin_ms: int = LOSS_MARGIN_MS) -> DataFrame:
+    """Copies written, never removed and not live at export time.
+
+    `live` holds (source, pk, message_id) of the items in the exports (tombstones left
+    out); `exports` holds (source, export_ms), one row per exported table.
+    """
+    judged = copies(events).join(exports, "source") \
+        .where(F.col("first_ms") < F.col("export_ms") - F.lit(margin_ms))
+    open_copies = judged.where(F.col("last_event") != "removed")
+    return (
+        open_copies.join(live.select(*COPY), COPY, "left_anti")
+        .select("queue_id", "message_id", "region", "sent_ms", "last_event")
+    )
+
+
+def unjudged_copies(events: DataFrame, exports: DataFrame,
+                    margin_ms: int = LOSS_MARGIN_MS) -> DataFrame:
+    """Copies no export can judge: their table has none, or they came after it."""
+    found = copies(events).join(exports, "source", "left")
+    return found.where(F.col("export_ms").isNull()
+                       | (F.col("first_ms") >= F.col("export_ms") - F.lit(margin_ms)))
+
+
+def removals(events: DataFrame) -> DataFrame:
+    """Each removal of a home copy, classified as deleted, expired or dead_lettered."""
+    home = home_events(events)
+    removed = home.where(F.col("event_type") == "removed").alias("r")
+    writes = home.where(F.col("event_type") == "sent").select(
+        F.col("message_id").alias("w_message_id"), F.col("region").alias("w_region"),
+        F.col("queue_id").alias("w_queue_id"), F.col("at_ms").alias("w_ms"))
+    moved = removed.join(
+        writes,
+        (F.col("r.message_id") == F.col("w_message_id"))
+        & (F.col("r.region") == F.col("w_region"))
+        & (F.col("r.queue_id") != F.col("w_queue_id"))
+        & (F.abs(F.col("w_ms") - F.col("r.at_ms")) <= MOVE_WINDOW_MS),
+        "left_semi",
+    ).select("source", "seq").withColumn("_moved", F.lit(True))
+    kind = (F.when(F.col("_moved"), F.lit("dead_lettered"))
+            .when(F.col("expires_ms") <= F.col("at_ms") + EXPIRY_SLACK_MS, F.lit("expired"))
+            .otherwise(F.lit("deleted")))
+    return (
+        removed.join(moved, ["source", "seq"], "left")
+        .select("queue_id", "message_id", "region", "seq", "at_ms", "sent_ms",
+                kind.alias("removal"))
+    )
+
+
+def duplicate_deliveries(events: DataFrame) -> DataFrame:
+    """Receives after the copy's removal, and claims made while another claim held it."""
+    home = home_events(events)
+    removed_seq = F.min(F.when(F.col("event_type") == "removed", F.col("seq"))) \
+        .over(_copy_window())
+    received = F.col("event_type") == "received"
+    after_delete = received & F.col("_removed_seq").isNotNull() \
+        & (F.col("seq") > F.col("_removed_seq"))
+    concurrent = received & (F.col("old_rc") > 0) & (F.col("old_visible_at") > F.col("at_ms"))
+    return (
+        home.withColumn("_removed_seq", removed_seq)
+        .where(after_delete | concurrent)
+        .select("queue_id", "message_id", "seq", "at_ms",
+                F.when(after_delete, F.lit("after_delete"))
+                .otherwise(F.lit("concurrent_claim")).alias("kind"))
+    )
+
+
+def _first_receive() -> Column:
+    return F.min(F.when(F.col("event_type") == "received", F.col("at_ms")))
+
+
+def fifo_violations(events: DataFrame) -> DataFrame:
+    """Messages delivered before an earlier-sent message of their group was delivered."""
+    grouped = home_events(events).where(F.col("group_id").isNotNull())
+    messages = grouped.groupBy("queue_id", "group_id", "message_id").agg(
+        F.min("sent_ms").alias("sent_ms"),
+        F.lpad(F.min("group_seq"), SEQ_WIDTH, "0").alias("group_seq"),
+        _first_receive().alias("first_receive_ms"),
+    ).where(F.col("first_receive_ms").isNotNull())
+    earlier = Window.partitionBy("queue_id", "group_id") \
+        .orderBy("sent_ms", "group_seq", "message_id") \
+        .rowsBetween(Window.unboundedPreceding, -1)
+    return (
+        messages.withColumn("_earlier_max", F.max("first_receive_ms").over(earlier))
+        .where(F.col("first_receive_ms") < F.col("_earlier_max"))
+        .select("queue_id", "group_id", "message_id", "sent_ms", "first_receive_ms")
+    )
+
+
+def deliveries(events: DataFrame) -> DataFrame:
+    """Per home copy: queue, send time, receive count, first receive and consumer delete."""
+    home = home_events(events)
+    deleted = removals(events).where(F.col("removal") == "deleted") \
+        .groupBy("queue_id", "message_id").agg(F.min("at_ms").alias("deleted_ms"))
+    per_copy = home.groupBy("queue_id", "message_id").agg(
+        F.min("sent_ms").alias("sent_ms"),
+        F.sum((F.col("event_type") == "received").cast("long")).alias("receives"),
+        _first_receive().alias("first_receive_ms"),
+    )
+    return per_copy.join(deleted, ["queue_id", "message_id"], "left").select(
+        "queue_id", "message_id", "sent_ms", "receives", "first_receive_ms", "deleted_ms",
+        (F.col("first_receive_ms") - F.col("sent_ms")).alias("dwell_ms"),
+        (F.col("deleted_ms") - F.col("sent_ms")).alias("latency_ms"),
+    )
+
+
+def receive_count_distribution(deliveries_df: DataFrame) -> DataFrame:
+    """How many messages were received 0, 1, 2, ... times."""
+    return deliveries_df.groupBy("receives").agg(F.count("*").alias("messages")) \
+        .orderBy("receives")
+
+
+def _percentiles(column: str, prefix: str) -> list[Column]:
+    values = F.percentile_approx(column, PERCENTILES, 10_000)
+    return [values[i].alias(f"{prefix}_p{int(p * 100)}") for i, p in enumerate(PERCENTILES)]
+
+
+def latency_by_queue(deliveries_df: DataFrame) -> DataFrame:
+    """Per queue: messages, deleted ones, send-to-delete and send-to-first-receive p50/p90/p99."""
+    return deliveries_df.groupBy("queue_id").agg(
+        F.count("*").alias("messages"),
+        F.count("deleted_ms").alias("deleted"),
+        *_percentiles("latency_ms", "latency_ms"),
+        *_percentiles("dwell_ms", "dwell_ms"),
+    ).orderBy("queue_id")
+
+
+def throughput(events: DataFrame) -> DataFrame:
+    """Per minute: home copies sent, received and removed."""
+    home = home_events(events)
+    minute = (F.floor(F.col("at_ms") / 60_000) * 60_000).cast("long")
+    return home.groupBy(minute.alias("minute_ms")).agg(
+        *[F.sum((F.col("event_type") == t).cast("long")).alias(t)
+          for t in ("sent", "received", "removed")]
+    ).orderBy("minute_ms")
+
+
+def summary(events: DataFrame, lost: DataFrame, duplicates: DataFrame,
+            fifo: DataFrame) -> DataFrame:
+    """One row: messages sent, lost messages, duplicate deliveries and FIFO violations."""
+    sent = events.where(F.col("event_type") == "sent") \
+        .agg(F.countDistinct("message_id").alias("messages"))
+    return (
+        sent.crossJoin(lost.agg(F.countDistinct("message_id").alias("lost")))
+        .crossJoin(duplicates.agg(F.count("*").alias("duplicates")))
+        .crossJoin(fifo.agg(F.count("*").alias("fifo_violations")))
+    )
+
+
+def live_copies(export_items: DataFrame) -> DataFrame:
+    """(source, pk, message_id) of the message items in the exports; tombstones are gone."""
+    item = F.col("item")
+    return export_items.where(
+        item.getItem("pk").getField("S").isNotNull()
+        & item.getItem("_tomb").isNull()
+    ).select(
+        "source",
+        item.getItem("pk").getField("S").alias("pk"),
+        item.getItem("sk").getField("S").alias("message_id"),
+    )

@@ -1,0 +1,1 @@
+"""The usage report: requests, bytes and billing units per account and queue."""

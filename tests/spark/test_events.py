@@ -1,0 +1,91 @@
+"""GIVEN archived stream records (as the archive handler writes them) WHEN they are read
+and normalised THEN each change becomes one lifecycle event, retries counted once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyspark.testing import assertDataFrameEqual
+
+from chalicelib.backend.archive import DirectorySink, StreamArchiver
+from glue_jobs.common import io
+from glue_jobs.common.events import dedupe_records, events_from_records
+from glue_jobs.common.schemas import STREAM_RECORD
+from tests.spark.events import rows
+
+ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/dmq-messages/stream/2026"
+PK = {"S": "000000000000/orders#0"}
+
+
+def _record(seq: int, name: str, at: float, new: dict[str, Any] | None = None,
+            old: dict[str, Any] | None = None) -> dict[str, Any]:
+    stream: dict[str, Any] = {"ApproximateCreationDateTime": at, "SequenceNumber": str(seq),
+                              "Keys": {"pk": PK, "sk": {"S": "m1"}}}
+    if new is not None:
+        stream["NewImage"] = {"pk": PK, "sk": {"S": "m1"}, **new}
+    if old is not None:
+        stream["OldImage"] = {"pk": PK, "sk": {"S": "m1"}, **old}
+    return {"eventName": name, "awsRegion": "us-east-1", "eventSourceARN": ARN,
+            "dynamodb": stream}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+SENT = {"sent_ms": _n(1_000), "expires_ms": _n(9_000), "visible_at": _n(1_000), "rc": _n(0),
+        "body": {"S": "secret order"}}
+CLAIMED = {**SENT, "visible_at": _n(32_000), "rc": _n(1), "rcv": _n(2_000)}
+RELEASED = {**CLAIMED, "visible_at": _n(2_500)}
+
+
+def test_records_become_lifecycle_events_and_retries_count_once(spark: Any,
+                                                                  tmp_path: Path) -> None:
+    archiver = StreamArchiver(DirectorySink(tmp_path))
+    batch = [
+        _record(100, "INSERT", 1.0, new=SENT),
+        _record(101, "MODIFY", 2.0, new=CLAIMED, old=SENT),
+        _record(102, "MODIFY", 2.5, new=RELEASED, old=CLAIMED),
+        _record(103, "REMOVE", 3.0, old=RELEASED),
+    ]
+    # GIVEN the batch archived, then retried with different bounds (an overlapping object)
+    archiver.write_batch(batch[:3])
+    archiver.write_batch(batch[1:])
+    records = io.read_records(spark, str(tmp_path))
+    assert records.count() == 6
+    events = events_from_records(dedupe_records(records))
+    # THEN four events, one per change, with the claim time of the receive
+    assertDataFrameEqual(
+        events.select("event_type", "at_ms", "queue_id", "message_id", "sent_ms", "new_rc"),
+        rows(
+            {"event_type": "sent", "at_ms": 1_000, "queue_id": "000000000000/orders",
+             "message_id": "m1", "sent_ms": 1_000, "new_rc": 0},
+            {"event_type": "received", "at_ms": 2_000, "queue_id": "000000000000/orders",
+             "message_id": "m1", "sent_ms": 1_000, "new_rc": 1},
+            {"event_type": "visibility_changed", "at_ms": 2_500,
+             "queue_id": "000000000000/orders", "message_id": "m1", "sent_ms": 1_000,
+             "new_rc": 1},
+            {"event_type": "removed", "at_ms": 3_000, "queue_id": "000000000000/orders",
+             "message_id": "m1", "sent_ms": 1_000, "new_rc": None},
+        ))
+
+
+def test_the_archive_holds_no_clear_text_body(tmp_path: Path) -> None:
+    archiver = StreamArchiver(DirectorySink(tmp_path))
+    archiver.write_batch([_record(100, "INSERT", 1.0, new=SENT)])
+    import gzip
+
+    (path,) = list(tmp_path.rglob("*.json.gz"))
+    text = gzip.decompress(path.read_bytes()).decode()
+    assert "secret order" not in text
+    assert '"body_sha256"' in text and '"body_size":{"N":"12"}' in text
+
+
+def test_a_replication_tombstone_is_a_removal(spark: Any) -> None:
+    tomb = {"_tomb": _n(1), "_rseq": {"S": "7".rjust(48, "0")}}
+    frame = spark.createDataFrame(
+        [_record(104, "MODIFY", 4.0, new=tomb, old=SENT)], STREAM_RECORD)
+    event = events_from_records(frame).first()
+    assert event is not None
+    assert (event["event_type"], event["rseq"]) == ("removed", "7".rjust(48, "0"))
