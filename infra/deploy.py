@@ -23,19 +23,31 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "infra" / "dmq.template.json"
 CONFIG = ROOT / ".chalice" / "config.json"
 PLACEHOLDER = "set by:"
+CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"]
 
 
-def deploy_stack(cloudformation: Any, stack: str) -> dict[str, str]:
-    """Create or update the stack, wait for it, and return its outputs."""
-    body = TEMPLATE.read_text()
+def deploy_stack(
+    cloudformation: Any,
+    stack: str,
+    body: str | None = None,
+    parameters: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Create or update the stack (by default from the messages template), wait for it,
+    and return its outputs."""
+    body = TEMPLATE.read_text() if body is None else body
+    params = [{"ParameterKey": k, "ParameterValue": v} for k, v in (parameters or {}).items()]
     try:
-        cloudformation.create_stack(StackName=stack, TemplateBody=body)
+        cloudformation.create_stack(
+            StackName=stack, TemplateBody=body, Parameters=params, Capabilities=CAPABILITIES
+        )
         waiter = "stack_create_complete"
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "AlreadyExistsException":
             raise
         try:
-            cloudformation.update_stack(StackName=stack, TemplateBody=body)
+            cloudformation.update_stack(
+                StackName=stack, TemplateBody=body, Parameters=params, Capabilities=CAPABILITIES
+            )
         except ClientError as update_exc:
             if "No updates" not in str(update_exc):
                 raise
