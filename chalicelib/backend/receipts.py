@@ -11,6 +11,9 @@ from chalicelib.backend.messages import MessageRef
 from chalicelib.service.exceptions import ReceiptHandleIsInvalidError
 
 _SIG_BYTES = 16
+# A leading version byte: 0x01 makes every handle start with "A", so a handle never
+# starts with "-" (which the AWS CLI would read as an option), as SQS's never do.
+_VERSION = b"\x01"
 
 
 class ReceiptCodec:
@@ -27,7 +30,8 @@ class ReceiptCodec:
         payload = json.dumps(
             [ref.queue_id, ref.shard, ref.message_id, ref.claim_token], separators=(",", ":")
         ).encode()
-        return base64.urlsafe_b64encode(self._sign(payload) + payload).decode().rstrip("=")
+        raw = _VERSION + self._sign(payload) + payload
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     def decode(self, handle: str, queue_id: str) -> MessageRef:
         """Verify a handle for this queue; a forged or garbled one is ReceiptHandleIsInvalid."""
@@ -36,8 +40,9 @@ class ReceiptCodec:
         )
         try:
             raw = base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4))
+            version, raw = raw[:1], raw[1:]
             sig, payload = raw[:_SIG_BYTES], raw[_SIG_BYTES:]
-            if not hmac.compare_digest(sig, self._sign(payload)):
+            if version != _VERSION or not hmac.compare_digest(sig, self._sign(payload)):
                 raise invalid
             q_id, shard, message_id, token = json.loads(payload)
         except (ValueError, TypeError) as exc:

@@ -51,6 +51,15 @@ def test_receipt_handle_round_trips_and_rejects_tampering() -> None:
             codec.decode(garbled, "acct/q")
 
 
+def test_receipt_handles_never_start_with_a_dash() -> None:
+    # The AWS CLI reads `--receipt-handle -x...` as an option; SQS's handles never start
+    # with "-", so DMQ's must not either.
+    codec = ReceiptCodec("secret")
+    handles = [codec.encode(MessageRef("acct/q", 0, f"id-{i}", f"t{i}")) for i in range(500)]
+    assert {h[0] for h in handles} == {"A"}
+    assert all(codec.decode(h, "acct/q").message_id == f"id-{i}" for i, h in enumerate(handles))
+
+
 def test_queue_url_and_region_parsing() -> None:
     assert parse_queue_url("http://h:9324/000000000000/q1") == ("000000000000", "q1")
     with pytest.raises(QueueDoesNotExistError):
