@@ -128,12 +128,13 @@ def audited_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     try:
         endpoint = local.start()
         store = dmq_app.runtime.backend().stores.of("default")
-        store._db.meta.events.register("before-call.dynamodb", _throttle(rng, throttled))
+        throttle = _throttle(rng, throttled)
+        store._db.meta.events.register("before-call.dynamodb", throttle)
         sqs = _client(endpoint)
         url = sqs.create_queue(QueueName="audited", Attributes={"VisibilityTimeout": "1"})[
             "QueueUrl"]
         sent = _traffic(sqs, url, rng, time.monotonic() + RUN_TIMEOUT_S)
-        store._db.meta.events.unregister("before-call.dynamodb", unique_id=None)
+        store._db.meta.events.unregister("before-call.dynamodb", throttle)
         # The planted loss: one message still in the queue, removed behind DMQ's back.
         planted = sqs.receive_message(QueueUrl=url, VisibilityTimeout=300)["Messages"][0]
         queue_id = "/".join(url.rsplit("/", 2)[-2:])
