@@ -39,6 +39,7 @@ class Runtime:
         self.health = RegionHealth()
         self.lag = LagMetrics()
         self._meter: UsageMeter | None = None
+        self._sink: Sink | None = None
 
     @property
     def settings(self) -> Settings:
@@ -65,13 +66,16 @@ class Runtime:
                           self.lag)
 
     def archive_sink(self) -> Sink | None:
-        """Where audit records go: the archive bucket, else the data folder, else nowhere."""
-        settings = self.settings
-        if settings.archive_bucket:
-            return S3Sink(Clients(settings).s3, settings.archive_bucket)
-        if settings.data_dir:
-            return DirectorySink(settings.data_dir)
-        return None
+        """Where audit records go: the archive bucket, else the data folder, else nowhere.
+        Built once per container (its S3 client is reused by every batch)."""
+        with self._lock:
+            if self._sink is None:
+                settings = self.settings
+                if settings.archive_bucket:
+                    self._sink = S3Sink(Clients(settings).s3, settings.archive_bucket)
+                elif settings.data_dir:
+                    self._sink = DirectorySink(settings.data_dir)
+            return self._sink
 
     def archiver(self) -> StreamArchiver | None:
         """Writes stream batches to the archive (None when archiving is off)."""
@@ -80,11 +84,10 @@ class Runtime:
 
     def meter(self) -> UsageMeter | None:
         """The container's usage counters (None when archiving is off)."""
+        sink = self.archive_sink()
         with self._lock:
-            if self._meter is None:
-                sink = self.archive_sink()
-                if sink is not None:
-                    self._meter = UsageMeter(sink, self._clock, self.settings.usage_flush_s)
+            if self._meter is None and sink is not None:
+                self._meter = UsageMeter(sink, self._clock, self.settings.usage_flush_s)
             return self._meter
 
     def failover(self, region: str = "") -> FailoverManager:
@@ -142,3 +145,4 @@ class Runtime:
             self.health = RegionHealth()
             self.lag = LagMetrics()
             self._meter = None
+            self._sink = None

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"DMQ is listening on {url} ({store}). Ctrl-C stops it.", flush=True)
         stopped.wait()
     except KeyboardInterrupt:
-        pass
+        print("Stopping DMQ: writing the last table export ...", flush=True)
     finally:
         # A second Ctrl-C must not cut the shutdown short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

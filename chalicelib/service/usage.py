@@ -13,6 +13,7 @@ and every request is at least one.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from chalicelib.backend.archive import Sink, hour_path, json_lines_gz
 from chalicelib.clock import Clock
 
 BILLING_CHUNK_BYTES = 64 * 1024
+
+logger = logging.getLogger("dmq.usage")
 
 
 def billing_units(payload_bytes: int) -> int:
@@ -51,10 +54,11 @@ class UsageMeter:
         self._lock = threading.Lock()
         self._counts: dict[UsageKey, _Counts] = {}
         self._oldest_ms: int | None = None
+        self._retry_at_ms = 0  # after a failed flush, requests do not retry before this
         self.flushes = 0
 
     def record(self, account: str, queue: str, action: str, payload_bytes: int) -> None:
-        """Count one request; flush if the held counts are due."""
+        """Count one request; flush if the held counts are due (never raises for a flush)."""
         now_ms = self._clock.now_ms()
         minute = datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M")
         with self._lock:
@@ -64,10 +68,21 @@ class UsageMeter:
             counts.billing_units += billing_units(payload_bytes)
             if self._oldest_ms is None:
                 self._oldest_ms = now_ms
-            due = (len(self._counts) >= self._max_keys
-                   or now_ms - self._oldest_ms >= self._interval_ms)
+            due = now_ms >= self._retry_at_ms and (
+                len(self._counts) >= self._max_keys
+                or now_ms - self._oldest_ms >= self._interval_ms)
         if due:
+            self._flush_quietly(now_ms)
+
+    def _flush_quietly(self, now_ms: int) -> None:
+        """A flush on a request's path: a failing sink must not fail the request. The
+        counts stay held, and requests try again after another interval."""
+        try:
             self.flush()
+        except Exception:  # metering never fails a request
+            logger.exception("usage flush failed; the counts are kept for the next one")
+            with self._lock:
+                self._retry_at_ms = now_ms + self._interval_ms
 
     def pending(self) -> int:
         """How many (account, queue, action, minute) counts wait for a flush."""

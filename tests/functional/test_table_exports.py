@@ -17,6 +17,7 @@ import pytest
 from moto import mock_aws
 
 from chalicelib.local.exports import KEEP_EXPORTS, ExportTarget, TableExporter
+from infra import provision
 
 TABLE = "dmq-messages"
 
@@ -25,13 +26,8 @@ TABLE = "dmq-messages"
 def dynamodb() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="eu-west-1")
-        client.create_table(
-            TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                       {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                  {"AttributeName": "sk", "AttributeType": "S"}],
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+        provision.create_all(client, boto3.client("s3", region_name="eu-west-1"),
+                             region="eu-west-1")
         for i in range(3):
             client.put_item(TableName=TABLE, Item={
                 "pk": {"S": "000000000000/q#0"}, "sk": {"S": f"m{i}"},

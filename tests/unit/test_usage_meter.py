@@ -87,3 +87,26 @@ def test_the_queue_of_a_request() -> None:
     assert queue_of({"QueueUrl": "http://h:1/111/orders"}) == "111/orders"
     assert queue_of({"QueueName": "orders"}) == "orders"
     assert queue_of({}) == ""
+
+
+def test_a_failing_sink_never_fails_a_request_and_is_not_retried_on_every_one() -> None:
+    sink, clock = MemorySink(fail=True), FakeClock()
+    attempts = [0]
+    put = sink.put
+
+    def counted_put(key: str, data: bytes) -> None:
+        attempts[0] += 1
+        put(key, data)
+
+    sink.put = counted_put  # type: ignore[method-assign]
+    meter = UsageMeter(sink, clock, flush_interval_s=60, max_keys=2)
+    # WHEN the counts are due but the sink fails THEN the requests are still counted
+    for queue in ("111/a", "111/b", "111/c", "111/d"):
+        meter.record("111", queue, "SendMessage", 5)
+    assert attempts[0] == 1 and meter.pending() == 4
+    # AND after another interval, with the sink back, one flush carries them all
+    sink.fail = False
+    clock.advance(60)
+    meter.record("111", "111/a", "SendMessage", 5)
+    assert attempts[0] == 2 and meter.pending() == 0
+    assert sum(r["requests"] for r in sink.rows()) == 5
