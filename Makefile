@@ -19,7 +19,7 @@ $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m chalicelib.local --host $(HOST) --port $(PORT)
+	$(PY) -m dmqlocal --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -45,14 +45,14 @@ bench: $(STAMP)
 
 # The Spark audits over what `make run` archived under .dmq/ (or DMQ_DATA_DIR).
 audit: $(STAMP)
-	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m chalicelib.local.admin audit $(AUDIT_ARGS)
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m dmqlocal.admin audit $(AUDIT_ARGS)
 
 # The lifecycle audit's throughput on local[2], for 1M and 5M synthetic events.
 audit-bench: $(STAMP)
 	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m bench.audit
 
 failover-demo: $(STAMP)
-	$(PY) -m chalicelib.local.failover_demo --mode $(MODE)
+	$(PY) -m dmqlocal.failover_demo --mode $(MODE)
 
 clean:
 	rm -rf $(VENV) $(SPARK35) .pytest_cache .mypy_cache .ruff_cache

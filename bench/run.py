@@ -20,8 +20,8 @@ from bench.report import Figures, judge, markdown, write_json
 from bench.shards import ShardsConfig, run_shards
 from bench.sqs import sqs_client
 from bench.throughput import ThroughputConfig, run_throughput
-from chalicelib.local import failover_demo
-from chalicelib.local.runner import LocalDmq, LocalOptions
+from dmqlocal import failover_demo
+from dmqlocal.runner import LocalDmq, LocalOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / ".dmq" / "bench.json"

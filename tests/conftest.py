@@ -19,7 +19,7 @@ os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
 from app import app, runtime
 from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
-from chalicelib.local.embedded import EmbeddedAws
+from dmqlocal.embedded import EmbeddedAws
 from chalicelib.settings import Settings
 from infra import provision
 

@@ -8,7 +8,7 @@ disk locally (`DMQ_DATA_DIR`, `.dmq/` by default):
   record format (as Lambda delivers it). The name depends only on the batch, so a
   retried batch overwrites its own object; the audit jobs also deduplicate by sequence
   number, for retries that split a batch differently.
-- `usage/...` and `exports/...`: see `chalicelib.service.usage` and `chalicelib.local.exports`.
+- `usage/...` and `exports/...`: see `chalicelib.service.usage` and `dmqlocal.exports`.
 
 Message bodies never reach the archive in clear text: DMQ treats every queue as
 encrypted at rest (SSE-SQS is SQS's default), so each image keeps the body's SHA-256

@@ -1,4 +1,4 @@
-"""The real local server (`python -m chalicelib.local`) as a subprocess, shared by a session."""
+"""The real local server (`python -m dmqlocal`) as a subprocess, shared by a session."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ START_ATTEMPTS = 3  # a freshly picked port can be taken before the server binds
 
 @dataclass
 class DmqProcess:
-    """A running `python -m chalicelib.local` and everything it has printed so far."""
+    """A running `python -m dmqlocal` and everything it has printed so far."""
 
     process: subprocess.Popen[str]
     port: int
@@ -118,7 +118,7 @@ def server_env() -> dict[str, str]:
 
 def _launch(port: int) -> DmqProcess:
     process = subprocess.Popen(
-        [sys.executable, "-m", "chalicelib.local", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "dmqlocal", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )

@@ -10,8 +10,8 @@ import boto3
 import pytest
 
 import app as dmq_app
-from chalicelib.local import admin
-from chalicelib.local.runner import LocalDmq, LocalOptions
+from dmqlocal import admin
+from dmqlocal.runner import LocalDmq, LocalOptions
 from chalicelib.settings import Settings
 
 

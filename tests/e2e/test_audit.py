@@ -26,8 +26,8 @@ from botocore.exceptions import ClientError
 import app as dmq_app
 from chalicelib.backend.archive import DirectorySink, Sink
 from chalicelib.backend.items import key
-from chalicelib.local import audit
-from chalicelib.local.runner import LocalDmq, LocalOptions
+from dmqlocal import audit
+from dmqlocal.runner import LocalDmq, LocalOptions
 from chalicelib.settings import Settings
 
 MESSAGES = 2_000

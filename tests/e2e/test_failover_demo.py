@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from chalicelib.local import failover_demo
+from dmqlocal import failover_demo
 
 SUMMARY = re.compile(
     r"^mode=(sync|async) acknowledged=(\d+) delivered=(\d+) lost=(\d+) "

@@ -66,7 +66,7 @@ def test_deploy_script_then_dmq_on_the_external_endpoint(endpoint: str) -> None:
     env = _env(DMQ_DYNAMODB_ENDPOINT=endpoint, DMQ_S3_ENDPOINT=endpoint,
                DMQ_INLINE_BODY_LIMIT="1000")
     process = subprocess.Popen(
-        [sys.executable, "-m", "chalicelib.local", "--port", str(port)],
+        [sys.executable, "-m", "dmqlocal", "--port", str(port)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     url = f"http://127.0.0.1:{port}"

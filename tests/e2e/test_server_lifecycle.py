@@ -1,4 +1,4 @@
-"""GIVEN `python -m chalicelib.local` (what `make run` starts) WHEN it is stopped with
+"""GIVEN `python -m dmqlocal` (what `make run` starts) WHEN it is stopped with
 Ctrl-C right after it is ready, even twice, THEN it stops cleanly; and the account in
 queue URLs comes from DMQ_ACCOUNT_ID."""
 
@@ -25,7 +25,7 @@ from tests.e2e.conftest import (
 def _start(**env: str) -> DmqProcess:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "chalicelib.local", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "dmqlocal", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT, env={**server_env(), **env}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )

@@ -1,4 +1,4 @@
-"""GIVEN the real local server (`python -m chalicelib.local`) in a subprocess
+"""GIVEN the real local server (`python -m dmqlocal`) in a subprocess
 WHEN boto3's SQS client drives it over HTTP
 THEN every action answers as SQS does: bodies, attributes and digests round-trip,
 counts are right, errors are botocore's modelled exceptions with HTTP 400,

@@ -17,8 +17,8 @@ from app import app, runtime
 from chalicelib.aws import Clients
 from chalicelib.backend.replica import ReplicaApplier, live_item
 from chalicelib.clock import FakeClock, SystemClock
-from chalicelib.local.handlers import stream_bindings
-from chalicelib.local.pump import StreamPump, to_lambda_record
+from dmqlocal.handlers import stream_bindings
+from dmqlocal.pump import StreamPump, to_lambda_record
 from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
 from chalicelib.settings import Settings
 from infra import provision

@@ -25,7 +25,7 @@ from chalicelib.backend.replica import (
     live_item,
     padded,
 )
-from chalicelib.local.pump import to_lambda_record
+from dmqlocal.pump import to_lambda_record
 from infra import provision
 
 HOME, REPLICA = "us-east-1", "eu-west-1"

@@ -16,7 +16,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from chalicelib.local.exports import KEEP_EXPORTS, ExportTarget, TableExporter
+from dmqlocal.exports import KEEP_EXPORTS, ExportTarget, TableExporter
 from infra import provision
 
 TABLE = "dmq-messages"

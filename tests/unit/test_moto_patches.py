@@ -12,7 +12,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.local.embedded import EmbeddedAws
+from dmqlocal.embedded import EmbeddedAws
 
 TABLE = "patched"
 

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.local import moto_index
-from chalicelib.local.moto_index import sort_key
+from dmqlocal import moto_index
+from dmqlocal.moto_index import sort_key
 
 _LOCK = threading.RLock()
 _APPLIED: set[str] = set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from chalicelib.local import moto_patches
+from dmqlocal import moto_patches
 
 LOCAL_ENV = {
     "AWS_ACCESS_KEY_ID": "dmq-local",

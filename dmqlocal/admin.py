@@ -1,18 +1,18 @@
 """The DMQ admin CLI: queues, message inspection, shards and clusters.
 
-    python -m chalicelib.local.admin queues
-    python -m chalicelib.local.admin show 000000000000/orders
-    python -m chalicelib.local.admin peek 000000000000/orders --limit 5
-    python -m chalicelib.local.admin shards 000000000000/orders 4
-    python -m chalicelib.local.admin split 000000000000/orders [--cluster c2]
-    python -m chalicelib.local.admin clusters
-    python -m chalicelib.local.admin capacity c2 100
-    python -m chalicelib.local.admin regions
-    python -m chalicelib.local.admin region down us-east-1     # simulate a region failure
-    python -m chalicelib.local.admin audit [--data-dir .dmq]   # the audits on local Spark
+    python -m dmqlocal.admin queues
+    python -m dmqlocal.admin show 000000000000/orders
+    python -m dmqlocal.admin peek 000000000000/orders --limit 5
+    python -m dmqlocal.admin shards 000000000000/orders 4
+    python -m dmqlocal.admin split 000000000000/orders [--cluster c2]
+    python -m dmqlocal.admin clusters
+    python -m dmqlocal.admin capacity c2 100
+    python -m dmqlocal.admin regions
+    python -m dmqlocal.admin region down us-east-1     # simulate a region failure
+    python -m dmqlocal.admin audit [--data-dir .dmq]   # the audits on local Spark
 
 `audit` runs the Spark audit jobs over the local data folder (see
-`chalicelib.local.audit`). Every other command calls the admin API of a running DMQ
+`dmqlocal.audit`). Every other command calls the admin API of a running DMQ
 (`--endpoint`, default the local server).
 Requests are signed with SigV4 for API Gateway (`execute-api`) when credentials
 are available, which the deployed admin routes require.
@@ -32,7 +32,7 @@ import boto3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
-from chalicelib.local import audit
+from dmqlocal import audit
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 

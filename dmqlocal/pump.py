@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.local.handlers import StreamBinding
+from dmqlocal.handlers import StreamBinding
 from chalicelib.regions import RegionDownError, RegionHealth
 
 if TYPE_CHECKING:

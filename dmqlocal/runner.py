@@ -8,12 +8,12 @@ from dataclasses import dataclass, field, replace
 from chalice import Chalice
 
 from chalicelib.aws import Clients
-from chalicelib.local.embedded import EmbeddedAws
-from chalicelib.local.exports import ExportTarget, PeriodicExporter, TableExporter
-from chalicelib.local.handlers import schedule_bindings, stream_bindings
-from chalicelib.local.pump import StreamPump
-from chalicelib.local.scheduler import Scheduler
-from chalicelib.local.server import LocalServer
+from dmqlocal.embedded import EmbeddedAws
+from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
+from dmqlocal.handlers import schedule_bindings, stream_bindings
+from dmqlocal.pump import StreamPump
+from dmqlocal.scheduler import Scheduler
+from dmqlocal.server import LocalServer
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from infra import provision

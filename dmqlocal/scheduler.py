@@ -8,7 +8,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from chalicelib.local.handlers import ScheduleBinding
+from dmqlocal.handlers import ScheduleBinding
 
 logger = logging.getLogger("dmq.scheduler")
 

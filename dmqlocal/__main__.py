@@ -1,4 +1,4 @@
-"""`python -m chalicelib.local`: what `make run` starts."""
+"""`python -m dmqlocal`: what `make run` starts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 
-from chalicelib.local.runner import LocalDmq, LocalOptions
+from dmqlocal.runner import LocalDmq, LocalOptions
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.local.runner import LocalDmq, LocalOptions
+from dmqlocal.runner import LocalDmq, LocalOptions
 from chalicelib.settings import Settings
 
 HOME, REPLICA = "us-east-1", "eu-west-1"

@@ -1,4 +1,4 @@
-"""`make audit` (and `python -m chalicelib.local.admin audit`): the audit jobs on local Spark.
+"""`make audit` (and `python -m dmqlocal.admin audit`): the audit jobs on local Spark.
 
 They read what the local server wrote under its data folder (`.dmq/` unless
 `DMQ_DATA_DIR` or `--data-dir` says otherwise): the stream archive, the usage records
@@ -81,7 +81,7 @@ def _progress(job: str) -> Callable[[str], None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m chalicelib.local.audit`."""
+    """`python -m dmqlocal.audit`."""
     parser = argparse.ArgumentParser(description="Audit what the local DMQ archived.")
     add_arguments(parser)
     return run(parser.parse_args(argv))
