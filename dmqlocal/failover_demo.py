@@ -27,8 +27,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dmqlocal.runner import LocalDmq, LocalOptions
 from chalicelib.settings import Settings
+from dmqlocal.runner import LocalDmq, LocalOptions
 
 HOME, REPLICA = "us-east-1", "eu-west-1"
 QUEUE = "failover-demo"

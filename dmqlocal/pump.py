@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from dmqlocal.handlers import StreamBinding
 from chalicelib.regions import RegionDownError, RegionHealth
+from dmqlocal.handlers import StreamBinding
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field, replace
 from chalice import Chalice
 
 from chalicelib.aws import Clients
+from chalicelib.runtime import Runtime
+from chalicelib.settings import Settings
 from dmqlocal.embedded import EmbeddedAws
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import schedule_bindings, stream_bindings
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import LocalServer
-from chalicelib.runtime import Runtime
-from chalicelib.settings import Settings
 from infra import provision
 
 logger = logging.getLogger("dmq.local")

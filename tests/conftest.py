@@ -19,8 +19,8 @@ os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
 from app import app, runtime
 from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
-from dmqlocal.embedded import EmbeddedAws
 from chalicelib.settings import Settings
+from dmqlocal.embedded import EmbeddedAws
 from infra import provision
 
 ENDPOINT = "http://dmq.test"

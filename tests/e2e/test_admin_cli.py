@@ -10,9 +10,9 @@ import boto3
 import pytest
 
 import app as dmq_app
+from chalicelib.settings import Settings
 from dmqlocal import admin
 from dmqlocal.runner import LocalDmq, LocalOptions
-from chalicelib.settings import Settings
 
 
 @pytest.fixture

@@ -26,9 +26,9 @@ from botocore.exceptions import ClientError
 import app as dmq_app
 from chalicelib.backend.archive import DirectorySink, Sink
 from chalicelib.backend.items import key
+from chalicelib.settings import Settings
 from dmqlocal import audit
 from dmqlocal.runner import LocalDmq, LocalOptions
-from chalicelib.settings import Settings
 
 MESSAGES = 2_000
 LEFT_IN_QUEUE = 50

@@ -17,10 +17,10 @@ from app import app, runtime
 from chalicelib.aws import Clients
 from chalicelib.backend.replica import ReplicaApplier, live_item
 from chalicelib.clock import FakeClock, SystemClock
-from dmqlocal.handlers import stream_bindings
-from dmqlocal.pump import StreamPump, to_lambda_record
 from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
 from chalicelib.settings import Settings
+from dmqlocal.handlers import stream_bindings
+from dmqlocal.pump import StreamPump, to_lambda_record
 from infra import provision
 from tests.conftest import sqs_client
 
