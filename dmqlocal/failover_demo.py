@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
+import tempfile
 import threading
 import time
 import urllib.request
@@ -116,9 +118,10 @@ def _consume(sqs: Any, url: str, tally: _Tally, promoted: threading.Event,
 
 def run(mode: str, messages: int, timeout_s: float) -> dict[str, Any]:
     """Run the scenario; return its figures."""
+    data_dir = tempfile.mkdtemp(prefix="dmq-failover-demo-")  # never the user's data
     settings = replace(Settings.from_env(), region=HOME, regions=(HOME, REPLICA),
                        failover_after_s=FAILOVER_AFTER_S, dynamodb_endpoint=None,
-                       s3_endpoint=None)
+                       s3_endpoint=None, data_dir=data_dir)
     import app as dmq_app
 
     local = LocalDmq(dmq_app.app, dmq_app.runtime, LocalOptions(
@@ -156,6 +159,7 @@ def run(mode: str, messages: int, timeout_s: float) -> dict[str, Any]:
         lag = dmq_app.runtime.lag.summary().get(REPLICA, {})
     finally:
         local.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
     first = tally.first_receive_at_new_home
     failover_s = (first - last_beat / 1000) if first and last_beat else float("nan")
     return {"mode": mode, "acknowledged": len(tally.acked),

@@ -1,21 +1,23 @@
-"""One process: the embedded (or external) store, the HTTP server, the pump and the scheduler."""
+"""One process: the store, the HTTP server, the stream pump and the scheduler."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from chalice import Chalice
 
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal.embedded import EmbeddedAws
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import schedule_bindings, stream_bindings
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import LocalServer
+from dmqlocal.stores import LocalStore, StoreKind
 from infra import provision
 
 logger = logging.getLogger("dmq.local")
@@ -30,7 +32,10 @@ class LocalOptions:
     settings: Settings = field(default_factory=Settings.from_env)
     pump_interval_s: float = 0.2
     schedule_scale: float = 1.0
-    data_dir: str | None = None  # the audit archive's folder, unless the settings name one
+    data_dir: str | None = None  # the data folder, unless the settings name one
+    store: StoreKind = StoreKind.DYNAMODB_LOCAL  # an endpoint in the settings wins
+    # Called (from another thread) when the store process ends while DMQ runs.
+    on_store_exit: Callable[[int], None] | None = None
 
 
 class LocalDmq:
@@ -40,33 +45,45 @@ class LocalDmq:
         self._app = app
         self._runtime = runtime
         self.options = options
-        self._embedded: EmbeddedAws | None = None
+        self._store: LocalStore | None = None
         self.server: LocalServer | None = None
         self.pumps: list[StreamPump] = []
         self.scheduler: Scheduler | None = None
         self.exporter: PeriodicExporter | None = None
 
     @property
-    def embedded(self) -> bool:
-        """True when DMQ holds its own store (no external DynamoDB endpoint)."""
-        return self.options.settings.dynamodb_endpoint is None
+    def store_kind(self) -> StoreKind:
+        """The store in use: an endpoint in the settings wins over the chosen kind."""
+        if self.options.settings.dynamodb_endpoint:
+            return StoreKind.ENDPOINT
+        return self.options.store
+
+    @property
+    def store_description(self) -> str:
+        """What the ready line says about the store."""
+        return self._store.description if self._store else self.store_kind.value
+
+    @property
+    def store(self) -> LocalStore | None:
+        """The running store."""
+        return self._store
 
     def start(self) -> str:
         """Start the store, create the tables, then serve; return the endpoint URL."""
         # One process serves every region of the deployment (DMQ_REGIONS).
+        data_dir = self.options.settings.data_dir or self.options.data_dir
         settings = replace(self.options.settings,
-                           hosted_regions=self.options.settings.all_regions,
-                           data_dir=self.options.settings.data_dir or self.options.data_dir)
-        if self.embedded:
-            self._embedded = EmbeddedAws()
-            self._embedded.start()
+                           hosted_regions=self.options.settings.all_regions, data_dir=data_dir)
+        self._store = LocalStore(self.store_kind, Path(data_dir or ".dmq"),
+                                 self.options.on_store_exit)
+        settings = self._store.start(settings)
         self._runtime.configure(settings)
         bindings = stream_bindings(self._app)
         targets: list[ExportTarget] = []
         for region in settings.all_regions:
             clients = Clients(settings, region)
             provision.create_all(
-                clients.dynamodb, clients.s3,
+                clients.dynamodb, None if settings.bodies_dir else clients.s3,
                 {"QueuesTableName": settings.queues_table,
                  "MessagesTableName": settings.messages_table,
                  "BodiesBucketName": settings.bodies_bucket,
@@ -102,13 +119,14 @@ class LocalDmq:
         if self.exporter is not None:
             self.exporter.export_now()
 
-    def stop(self) -> None:
+    def stop(self, store_alive: bool = True) -> None:
         """Stop serving; write the last export while the pumps still archive; stop the
-        pumps and the scheduler; flush the usage counts; then stop the store."""
+        pumps and the scheduler; flush the usage counts; then stop the store.
+        With the store gone, nothing is exported."""
         if self.server is not None:
             self.server.stop()
         if self.exporter is not None:
-            self.exporter.stop()
+            self.exporter.stop(final_export=store_alive)
             self.exporter = None
         for part in (*self.pumps, self.scheduler):
             if part is not None:
@@ -116,7 +134,7 @@ class LocalDmq:
         meter = self._runtime.meter()
         if meter is not None:
             meter.flush()
-        if self._embedded is not None:
-            self._embedded.stop()
-            self._embedded = None
+        if self._store is not None:
+            self._store.stop()
+            self._store = None
         self._runtime.configure(None)

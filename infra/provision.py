@@ -55,16 +55,19 @@ def table_request(properties: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
 
 
 def create_all(
-    dynamodb: DynamoDBClient, s3: S3Client, parameters: dict[str, str] | None = None,
+    dynamodb: DynamoDBClient, s3: S3Client | None, parameters: dict[str, str] | None = None,
     region: str = "us-east-1",
 ) -> dict[str, str]:
-    """Create every table and bucket that does not exist yet; return stream ARNs by table."""
+    """Create every table and bucket that does not exist yet; return stream ARNs by table.
+
+    With no S3 client (large bodies kept in a local folder) no bucket is made.
+    """
     streams: dict[str, str] = {}
     for resource in resources(parameters).values():
         props = resource["Properties"]
         if resource["Type"] == "AWS::DynamoDB::Table":
             streams[props["TableName"]] = _create_table(dynamodb, props)
-        elif resource["Type"] == "AWS::S3::Bucket":
+        elif resource["Type"] == "AWS::S3::Bucket" and s3 is not None:
             _create_bucket(s3, props["BucketName"], region)
     return streams
 

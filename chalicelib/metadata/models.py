@@ -40,7 +40,9 @@ class QueueModel(Model):
 
 
 @lru_cache(maxsize=32)
-def model_for(table: str, region: str, host: str | None) -> type[QueueModel]:
+def model_for(
+    table: str, region: str, host: str | None, credentials: tuple[str, str] | None = None
+) -> type[QueueModel]:
     """A QueueModel class bound to one table, built once and cached."""
 
     class AccountIndex(GlobalSecondaryIndex[Any]):
@@ -51,10 +53,10 @@ def model_for(table: str, region: str, host: str | None) -> type[QueueModel]:
         account = UnicodeAttribute(hash_key=True)
         name = UnicodeAttribute(range_key=True)
 
-    meta = type(
-        "Meta",
-        (),
-        {"table_name": table, "region": region, "host": host, "max_retry_attempts": 3},
-    )
+    options: dict[str, Any] = {"table_name": table, "region": region, "host": host,
+                               "max_retry_attempts": 3}
+    if credentials is not None:
+        options.update(aws_access_key_id=credentials[0], aws_secret_access_key=credentials[1])
+    meta = type("Meta", (), options)
     attrs = {"Meta": meta, "account_index": AccountIndex(), "__module__": __name__}
-    return type(f"QueueModel_{abs(hash((table, region, host)))}", (QueueModel,), attrs)
+    return type(f"QueueModel_{abs(hash((table, region, host, credentials)))}", (QueueModel,), attrs)

@@ -70,9 +70,10 @@ class QueueRepository:
     """Reads and writes queue records; a per-container cache serves hot reads."""
 
     def __init__(
-        self, table: str, region: str, host: str | None, cache_seconds: float = 5.0
+        self, table: str, region: str, host: str | None, cache_seconds: float = 5.0,
+        credentials: tuple[str, str] | None = None,
     ) -> None:
-        self._model = model_for(table, region, host)
+        self._model = model_for(table, region, host, credentials)
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, QueueRecord | None]] = {}
         self._lock = threading.Lock()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
@@ -16,9 +17,10 @@ from dmqlocal.runner import LocalDmq, LocalOptions
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
+def server(tmp_path: Path) -> Iterator[str]:
     local = LocalDmq(dmq_app.app, dmq_app.runtime,
-                     LocalOptions(host="127.0.0.1", port=0, settings=Settings()))
+                     LocalOptions(host="127.0.0.1", port=0, settings=Settings(),
+                                  data_dir=str(tmp_path)))
     url = local.start()
     yield url
     local.stop()

@@ -1,0 +1,80 @@
+"""The local store choices: DynamoDB Local (the default), in-process moto, or an endpoint.
+
+`DMQ_STORE` picks one: `dynamodb-local` keeps its database under the data folder, so
+queues and messages survive restarts and crashes; `memory` keeps nothing; an endpoint
+in `DMQ_DYNAMODB_ENDPOINT` (LocalStack, another DynamoDB Local, AWS) wins over both.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from chalicelib.settings import Settings
+from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
+from dmqlocal.embedded import EmbeddedAws
+
+
+class StoreKind(enum.Enum):
+    """Where the local server keeps its tables."""
+
+    DYNAMODB_LOCAL = "dynamodb-local"
+    MEMORY = "memory"
+    ENDPOINT = "endpoint"
+
+    @classmethod
+    def parse(cls, text: str) -> StoreKind:
+        """A store name as DMQ_STORE gives it; ValueError names the choices."""
+        for kind in (cls.DYNAMODB_LOCAL, cls.MEMORY):
+            if text.strip().lower() == kind.value:
+                return kind
+        raise ValueError(f"DMQ_STORE={text!r} is not a store: use dynamodb-local (the "
+                         "default) or memory, or set DMQ_DYNAMODB_ENDPOINT")
+
+
+class LocalStore:
+    """Starts and stops the chosen store and says how DMQ's settings reach it."""
+
+    def __init__(self, kind: StoreKind, data_dir: Path,
+                 on_exit: Callable[[int], None] | None = None) -> None:
+        self.kind = kind
+        self.data_dir = data_dir
+        self._on_exit = on_exit
+        self._memory: EmbeddedAws | None = None
+        self.dynamodb_local: DynamoDBLocal | None = None
+
+    @property
+    def description(self) -> str:
+        """What the ready line says about the store."""
+        if self.kind is StoreKind.DYNAMODB_LOCAL:
+            return f"DynamoDB Local, data in {self.data_dir / 'dynamodb'}"
+        if self.kind is StoreKind.MEMORY:
+            return "in-memory store: nothing is kept"
+        return "external store"
+
+    def start(self, settings: Settings) -> Settings:
+        """Start the store; return the settings that point DMQ at it."""
+        if self.kind is StoreKind.MEMORY:
+            self._memory = EmbeddedAws()
+            self._memory.start()
+            return settings
+        if self.kind is StoreKind.DYNAMODB_LOCAL:
+            self.dynamodb_local = DynamoDBLocal(self.data_dir / "dynamodb", on_exit=self._on_exit)
+            endpoint = self.dynamodb_local.start()
+            settings = replace(settings, dynamodb_endpoint=endpoint,
+                               store_credentials=(ACCESS_KEY, SECRET_KEY))
+        if settings.s3_endpoint is None and settings.bodies_dir is None:
+            # Large bodies stay durable beside the tables, unless an S3 endpoint is given.
+            settings = replace(settings, bodies_dir=str(self.data_dir / "bodies"))
+        return settings
+
+    def stop(self) -> None:
+        """Stop what start started (an external store is left alone)."""
+        if self._memory is not None:
+            self._memory.stop()
+            self._memory = None
+        if self.dynamodb_local is not None:
+            self.dynamodb_local.stop()
+            self.dynamodb_local = None
