@@ -116,15 +116,21 @@ def server_env() -> dict[str, str]:
     return env
 
 
-def _launch(port: int) -> DmqProcess:
+def launch(port: int | None = None, **env: str) -> DmqProcess:
+    """Start `python -m dmqlocal` (what `make run` runs) with these environment changes."""
+    port = port or free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "dmqlocal", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        cwd=ROOT, env={**server_env(), **env}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     dmq = DmqProcess(process=process, port=port)
     dmq.start_reading()
     return dmq
+
+
+def _launch(port: int) -> DmqProcess:
+    return launch(port)
 
 
 @pytest.fixture(scope="session")

@@ -5,33 +5,21 @@ queue URLs comes from DMQ_ACCOUNT_ID."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 
 import boto3
 
 from tests.e2e.conftest import (
-    ROOT,
     START_TIMEOUT_S,
     STOP_TIMEOUT_S,
     STOPPED,
     DmqProcess,
-    free_port,
-    server_env,
+    launch,
 )
 
 
 def _start(**env: str) -> DmqProcess:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dmqlocal", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env={**server_env(), **env}, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    dmq = DmqProcess(process=process, port=port)
-    dmq.start_reading()
-    return dmq
+    return launch(**env)
 
 
 def test_two_quick_ctrl_c_still_stop_cleanly() -> None:

