@@ -81,7 +81,7 @@ def local_store(dynamodb_local: str) -> Iterator[Store]:
 
 
 def _local_store(endpoint: str, suffix: str) -> Iterator[Store]:
-    options = {"endpoint_url": endpoint, "region_name": REGION,
+    options: dict[str, Any] = {"endpoint_url": endpoint, "region_name": REGION,
                "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY}
     dynamodb = boto3.client("dynamodb", **options)
     streams = boto3.client("dynamodbstreams", **options)
