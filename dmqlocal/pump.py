@@ -5,18 +5,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
 from chalicelib.regions import RegionDownError, RegionHealth
 from dmqlocal.checkpoints import Checkpoints, ShardCheckpoint
 from dmqlocal.handlers import StreamBinding
-from dmqlocal.shards import ShardInfo, describe_shards, may_read
+from dmqlocal.shards import ShardInfo, ShardReader, describe_shards, error_code, may_read
+from dmqlocal.stream_records import LambdaContext, Record, sequence_number, to_lambda_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -24,46 +23,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("dmq.pump")
 
-Record = dict[str, Any]
-
-
-class _Lambda:
-    """The smallest Lambda context the handlers may read."""
-
-    function_name = "dmq-local-stream"
-    aws_request_id = ""
-
-    def __init__(self) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000
-
-
-def source_arn(stream_arn: str, region: str) -> str:
-    """The stream ARN as Lambda names it: DynamoDB Local writes `ddblocal` as the region."""
-    parts = stream_arn.split(":")
-    if len(parts) > 5:
-        parts[3] = region
-    return ":".join(parts)
-
-
-def to_lambda_record(record: Record, stream_arn: str, region: str) -> Record:
-    """A GetRecords record in the shape Lambda delivers it."""
-    dynamodb = dict(record["dynamodb"])
-    created = dynamodb.get("ApproximateCreationDateTime")
-    if isinstance(created, datetime):
-        dynamodb["ApproximateCreationDateTime"] = created.timestamp()
-    return {**record, "dynamodb": dynamodb, "awsRegion": region,
-            "eventSourceARN": source_arn(stream_arn, region)}
-
-
-def _seq(record: Record) -> int:
-    return int(record["dynamodb"]["SequenceNumber"])
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
+__all__ = ["StreamPump", "to_lambda_record"]
 
 
 @dataclass
@@ -79,12 +39,8 @@ class _Consumer:
 
 @dataclass
 class _Shard:
-    info: ShardInfo
+    reader: ShardReader
     consumers: dict[int, _Consumer]
-    iterator: str | None = None
-    read_to: str | None = None  # the last record read from the stream
-    at_end: bool = False  # GetRecords gave no next iterator: closed and read to its end
-    trimmed_after: str | None = None
 
 
 @dataclass
@@ -109,7 +65,6 @@ class StreamPump:
     """
 
     MAX_PENDING = 10_000
-    READ_LIMIT = 1000  # GetRecords' maximum
     SHARDS_REFRESH_S = 60.0  # new shards appear only when one closes: a safety net
     NO_STREAM_RETRY_S = 5.0
     BACKOFF_MIN_S = 0.2
@@ -185,7 +140,7 @@ class StreamPump:
     def _lost(self, table: str, exc: ClientError) -> None:
         """Forget the stream's state: the next pass finds the stream again and resumes
         from the checkpoints (what was read and not handed over is read again)."""
-        if _code(exc) == "ResourceNotFoundException":
+        if error_code(exc) == "ResourceNotFoundException":
             logger.info("the stream of %s is gone (%s); finding it again", table, exc)
         else:
             logger.exception("reading the stream of %s failed", table)
@@ -229,7 +184,7 @@ class StreamPump:
         stream.shards = {k: v for k, v in stream.shards.items() if k in listed}
         for info in stream.order:
             if info.shard_id in stream.shards:
-                stream.shards[info.shard_id].info = info
+                stream.shards[info.shard_id].reader.info = info
                 continue
             if info.shard_id in stream.done:
                 continue
@@ -237,96 +192,35 @@ class StreamPump:
             if saved.finished:
                 stream.done.add(info.shard_id)
                 continue
-            stream.shards[info.shard_id] = _Shard(info, {
+            reader = ShardReader(self._streams, stream.arn, info)
+            stream.shards[info.shard_id] = _Shard(reader, {
                 i: _Consumer(saved.handled.get(self._names[i]), saved.handled.get(self._names[i]))
                 for i in indexes})
 
     def _pump_shard(self, stream: _Stream, shard: _Shard) -> int:
-        if not shard.at_end and max(len(c.pending) for c in shard.consumers.values()) \
+        """Read the shard once (unless a handler holds too much), hand over, checkpoint."""
+        reader, shard_id = shard.reader, shard.reader.info.shard_id
+        if not reader.at_end and max(len(c.pending) for c in shard.consumers.values()) \
                 < self.MAX_PENDING:
-            self._queue(stream.arn, shard, self._read(stream.arn, shard))
-            if shard.at_end:
-                stream.done.add(shard.info.shard_id)
+            self._queue(stream.arn, shard, reader.read(_resume_point(shard)))
+            if reader.at_end:
+                stream.done.add(shard_id)
                 stream.refresh_at = 0.0  # its children are next
-        parent = stream.shards.get(shard.info.parent_id or "")
+        # A handler takes a child's records once it has taken all of the parent's.
+        parent = stream.shards.get(reader.info.parent_id or "")
         now = time.monotonic()
         before = [c.handled for c in shard.consumers.values()]
         moved = sum(self._hand_over(self._bindings[i], c, now)
                     for i, c in shard.consumers.items()
                     if parent is None or not parent.consumers[i].pending)
-        finished = shard.at_end and not any(c.pending for c in shard.consumers.values())
+        finished = reader.at_end and not any(c.pending for c in shard.consumers.values())
         if finished:
-            del stream.shards[shard.info.shard_id]
+            del stream.shards[shard_id]
         if finished or before != [c.handled for c in shard.consumers.values()]:
-            self._checkpoints.save(stream.arn, shard.info.shard_id, ShardCheckpoint(
+            self._checkpoints.save(stream.arn, shard_id, ShardCheckpoint(
                 {self._names[i]: c.handled for i, c in shard.consumers.items() if c.handled},
                 finished))
         return moved
-
-    def _read(self, arn: str, shard: _Shard) -> list[Record]:
-        """One GetRecords, recovering once from an expired iterator or trimmed data."""
-        if shard.iterator is None:
-            shard.iterator = self._iterator(arn, shard)
-        try:
-            result = self._streams.get_records(ShardIterator=shard.iterator,
-                                               Limit=self.READ_LIMIT)
-        except ClientError as exc:
-            code = _code(exc)
-            if code == "ExpiredIteratorException":
-                logger.info("shard %s: iterator expired; resuming after %s",
-                            shard.info.shard_id, shard.read_to or "the checkpoint")
-            elif code == "TrimmedDataAccessException":
-                self._trimmed(shard)
-            else:
-                raise
-            shard.iterator = self._iterator(arn, shard)
-            result = self._streams.get_records(ShardIterator=shard.iterator,
-                                               Limit=self.READ_LIMIT)
-        records = [cast(Record, dict(r)) for r in result.get("Records", [])]
-        if records:
-            shard.read_to = records[-1]["dynamodb"]["SequenceNumber"]
-            if shard.trimmed_after is not None:
-                logger.warning("shard %s: records after %s and before %s were trimmed "
-                               "before they were read", shard.info.shard_id,
-                               shard.trimmed_after, shard.read_to)
-                shard.trimmed_after = None
-        shard.iterator = result.get("NextShardIterator")
-        shard.at_end = shard.iterator is None
-        return records
-
-    def _trimmed(self, shard: _Shard) -> None:
-        """Restart the shard at its oldest record; replays are filtered out later."""
-        after = shard.read_to or _resume_point(shard)
-        if after is None:
-            # DynamoDB Local says this of a horizon iterator taken while the shard was
-            # empty, once records arrive: nothing was skipped.
-            logger.debug("shard %s: trimmed at the horizon; reading it again",
-                         shard.info.shard_id)
-        else:
-            logger.warning("shard %s: records after %s were trimmed; resuming at the "
-                           "oldest record left", shard.info.shard_id, after)
-        shard.trimmed_after = after
-        shard.read_to = None
-        shard.iterator = None
-        shard.at_end = False
-
-    def _iterator(self, arn: str, shard: _Shard) -> str:
-        """After the last record read (or the checkpoint), else at the shard's horizon
-        (also once that position was trimmed, until a record is read)."""
-        after = shard.read_to or _resume_point(shard)
-        if after is not None and shard.trimmed_after is None:
-            try:
-                return self._streams.get_shard_iterator(
-                    StreamArn=arn, ShardId=shard.info.shard_id,
-                    ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after,
-                )["ShardIterator"]
-            except ClientError as exc:
-                if _code(exc) != "TrimmedDataAccessException":
-                    raise
-                self._trimmed(shard)
-        return self._streams.get_shard_iterator(
-            StreamArn=arn, ShardId=shard.info.shard_id, ShardIteratorType="TRIM_HORIZON",
-        )["ShardIterator"]
 
     def _queue(self, arn: str, shard: _Shard, records: list[Record]) -> None:
         """Give each handler the records it has not had yet, in order."""
@@ -334,10 +228,10 @@ class StreamPump:
         converted = [to_lambda_record(r, arn, self._region) for r in records]
         for consumer in shard.consumers.values():
             after = int(consumer.queued) if consumer.queued is not None else -1
-            fresh = [r for r in converted if _seq(r) > after]
+            fresh = [r for r in converted if int(sequence_number(r)) > after]
             if fresh:
                 consumer.pending.extend(fresh)
-                consumer.queued = fresh[-1]["dynamodb"]["SequenceNumber"]
+                consumer.queued = sequence_number(fresh[-1])
 
     def _hand_over(self, binding: StreamBinding, consumer: _Consumer, now: float) -> int:
         """Give a handler its pending records in batches; keep what it fails on."""
@@ -348,7 +242,7 @@ class StreamPump:
         while pending:
             batch = pending[:binding.batch_size]
             try:
-                binding.handler({"Records": batch}, _Lambda())
+                binding.handler({"Records": batch}, LambdaContext())
             except RegionDownError as exc:
                 logger.debug("stream records of %s wait: %s", self._region, exc)
                 break  # no backoff: the region's health is known in process
@@ -362,7 +256,7 @@ class StreamPump:
                 break
             del pending[:len(batch)]
             handled += len(batch)
-            consumer.handled = batch[-1]["dynamodb"]["SequenceNumber"]
+            consumer.handled = sequence_number(batch[-1])
             consumer.delay_s = 0.0
         return handled
 
