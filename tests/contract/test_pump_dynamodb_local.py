@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump
+from infra import provision
 from tests.contract.conftest import REGION, Store
 
 PK = "000000000000/q#0"
@@ -163,3 +165,25 @@ def test_a_failing_handler_backs_off_without_holding_the_others(local_store: Sto
     gaps = [b - a for a, b in zip(archive.calls, archive.calls[1:], strict=False)]
     assert len(archive.calls) >= 3
     assert gaps[0] >= 0.05 and gaps[1] >= 0.1
+
+
+def test_a_recreated_table_is_followed_on_its_new_stream(local_store: Store,
+                                                         tmp_path: Path) -> None:
+    # GIVEN a pump that handed over m1 and checkpointed it
+    handler = Recorder("replicate")
+    pump = _pump(local_store, local_store.streams, [handler], tmp_path)
+    _send(local_store, "m1")
+    _drain(pump)
+    old_stream = local_store.stream_arn(local_store.messages)
+    # WHEN, between two passes, the table is deleted and created again, and m2 written
+    local_store.dynamodb.delete_table(TableName=local_store.messages)
+    props = provision.resources({"MessagesTableName": local_store.messages})
+    provision._create_table(local_store.dynamodb, props["MessagesTable"]["Properties"])
+    _send(local_store, "m2")
+    _drain(pump)
+    # THEN the pump found the new stream, read it from its start, and dropped the old
+    # stream's checkpoints
+    assert local_store.stream_arn(local_store.messages) != old_stream
+    assert handler.seen == ["m1", "m2"]
+    saved = [json.loads(p.read_text())["streamArn"] for p in tmp_path.glob("*.json")]
+    assert saved == [local_store.stream_arn(local_store.messages)]
