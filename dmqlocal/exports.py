@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend.archive import DirectorySink, json_lines_gz, redact_image
+from dmqlocal.stream_records import source_arn
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -130,7 +131,8 @@ class TableExporter:
             "outputFormat": "DYNAMODB_JSON",
             "exportType": "FULL_EXPORT",
             "dmqRegion": target.region,
-            "dmqStreamArn": described.get("LatestStreamArn", ""),
+            # As the pump names it in the archive (DynamoDB Local's ARNs say `ddblocal`).
+            "dmqStreamArn": source_arn(str(described.get("LatestStreamArn", "")), target.region),
         }
         return target, summary, parts, self._root / prefix
 

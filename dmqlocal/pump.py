@@ -5,13 +5,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
 
 from chalicelib.regions import RegionDownError, RegionHealth
+from dmqlocal.checkpoints import Checkpoints, ShardCheckpoint
 from dmqlocal.handlers import StreamBinding
+from dmqlocal.shards import ShardInfo, ShardReader, describe_shards, error_code, may_read
+from dmqlocal.stream_records import LambdaContext, Record, sequence_number, to_lambda_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -19,72 +23,70 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("dmq.pump")
 
-
-class _Lambda:
-    """The smallest Lambda context the handlers may read."""
-
-    function_name = "dmq-local-stream"
-    aws_request_id = ""
-
-    def __init__(self) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000
-
-
-def to_lambda_record(record: dict[str, Any], stream_arn: str, region: str) -> dict[str, Any]:
-    """A GetRecords record in the shape Lambda delivers it."""
-    dynamodb = dict(record["dynamodb"])
-    created = dynamodb.get("ApproximateCreationDateTime")
-    if isinstance(created, datetime):
-        dynamodb["ApproximateCreationDateTime"] = created.timestamp()
-    return {
-        **record,
-        "dynamodb": dynamodb,
-        "awsRegion": record.get("awsRegion", region),
-        "eventSourceARN": stream_arn,
-    }
+__all__ = ["StreamPump", "to_lambda_record"]
 
 
 @dataclass
-class _ShardState:
-    """Where the pump reads a stream shard, and what each handler has yet to take."""
+class _Consumer:
+    """One handler's view of one shard: what it took, and what it has yet to take."""
 
-    iterator: str | None = None
-    pending: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    handled: str | None  # the checkpoint: the last record it took without failing
+    queued: str | None  # the last record put in `pending`
+    pending: list[Record] = field(default_factory=list)
+    retry_at: float = 0.0
+    delay_s: float = 0.0
+
+
+@dataclass
+class _Shard:
+    reader: ShardReader
+    consumers: dict[int, _Consumer]
+
+
+@dataclass
+class _Stream:
+    arn: str
+    saved: dict[str, ShardCheckpoint]
+    refresh_at: float = 0.0
+    order: list[ShardInfo] = field(default_factory=list)
+    shards: dict[str, _Shard] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)  # shards read to their end
 
 
 class StreamPump:
-    """Polls each bound table's stream shards and hands batches to the handlers.
+    """Reads each bound table's stream and hands the records to its handlers.
 
-    Each stream shard is read once per pass; every handler bound to the table gets the
-    records in order, in batches of its own size. A handler that fails keeps its
-    records and gets them again on the next pass (at least once, as on Lambda), while
-    the other handlers of the same stream go on; reading pauses only when a failing
-    handler holds `MAX_PENDING` records.
+    As Lambda's event source mapping does: shards are read parents first, a closed
+    shard to its end; every handler gets the records in order, in batches of its own
+    size. A handler that fails keeps its records and gets them again after a backoff
+    (at least once), while the other handlers of the same stream go on; reading pauses
+    only when a failing handler holds `MAX_PENDING` records. The last record each
+    handler took is checkpointed per shard, so a new pump resumes after it.
     """
 
     MAX_PENDING = 10_000
-    SHARDS_REFRESH_S = 2.0
+    SHARDS_REFRESH_S = 60.0  # new shards appear only when one closes: a safety net
+    NO_STREAM_RETRY_S = 5.0
+    BACKOFF_MIN_S = 0.2
+    BACKOFF_MAX_S = 10.0
 
     def __init__(
         self, dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient,
         bindings: list[StreamBinding], region: str, interval_s: float = 0.2,
-        health: RegionHealth | None = None,
+        health: RegionHealth | None = None, checkpoint_dir: Path | str | None = None,
     ) -> None:
         self._health = health or RegionHealth()
         self._dynamodb = dynamodb
         self._streams = streams
         self._bindings = bindings
+        self._names = _handler_names(bindings)
         self._tables: dict[str, list[int]] = {}
         for index, binding in enumerate(bindings):
             self._tables.setdefault(binding.table, []).append(index)
         self._region = region
         self._interval = interval_s
-        self._arns: dict[str, str] = {}
-        self._shard_ids: dict[str, tuple[float, list[str]]] = {}
-        self._shards: dict[tuple[str, str], _ShardState] = {}
+        self._checkpoints = Checkpoints(checkpoint_dir)
+        self._by_table: dict[str, _Stream] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.delivered = 0
@@ -125,66 +127,137 @@ class StreamPump:
         moved = 0
         for table, indexes in self._tables.items():
             try:
-                arn = self._stream_arn(table)
-                for shard_id in self._shard_list(arn) if arn else []:
-                    moved += self._pump_shard(arn, shard_id, indexes)
+                moved += self._pump_table(table, indexes)
+            except ClientError as exc:
+                self._lost(table, exc)
             except Exception:
                 logger.exception("reading the stream of %s failed", table)
-                self._arns.pop(table, None)
+                self._by_table.pop(table, None)  # start again from the checkpoints
         if not moved:
             self._mark_idle(started)
         return moved
 
-    def _stream_arn(self, table: str) -> str:
-        if table not in self._arns:
-            arn = self._dynamodb.describe_table(TableName=table)["Table"].get("LatestStreamArn")
-            if not arn:
-                return ""
-            self._arns[table] = arn
-        return self._arns[table]
+    def _lost(self, table: str, exc: ClientError) -> None:
+        """Forget the stream's state: the next pass finds the stream again and resumes
+        from the checkpoints (what was read and not handed over is read again)."""
+        if error_code(exc) == "ResourceNotFoundException":
+            logger.info("the stream of %s is gone (%s); finding it again", table, exc)
+        else:
+            logger.exception("reading the stream of %s failed", table)
+        self._by_table.pop(table, None)
 
-    def _shard_list(self, arn: str) -> list[str]:
-        fetched, ids = self._shard_ids.get(arn, (float("-inf"), []))
-        if time.monotonic() - fetched > self.SHARDS_REFRESH_S:
-            shards = self._streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
-            ids = [shard["ShardId"] for shard in shards]
-            self._shard_ids[arn] = (time.monotonic(), ids)
-        return ids
+    def _pump_table(self, table: str, indexes: list[int]) -> int:
+        stream = self._stream(table, indexes)
+        if not stream.arn:
+            return 0
+        listed = {s.shard_id for s in stream.order}
+        moved = 0
+        for info in stream.order:
+            shard = stream.shards.get(info.shard_id)
+            if shard is not None and may_read(info, listed, stream.done):
+                moved += self._pump_shard(stream, shard)
+        return moved
 
-    def _pump_shard(self, arn: str, shard_id: str, indexes: list[int]) -> int:
-        state = self._shards.setdefault((arn, shard_id), _ShardState(
-            pending={i: [] for i in indexes}))
-        if max(len(p) for p in state.pending.values()) < self.MAX_PENDING:
-            if state.iterator is None:
-                state.iterator = self._streams.get_shard_iterator(
-                    StreamArn=arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-            limit = max(self._bindings[i].batch_size for i in indexes)
-            result = self._streams.get_records(ShardIterator=state.iterator, Limit=limit)
-            records = [to_lambda_record(dict(r), arn, self._region)
-                       for r in result.get("Records", [])]
-            for pending in state.pending.values():
-                pending.extend(records)
-            self.delivered += len(records)
-            state.iterator = result.get("NextShardIterator") or state.iterator
-        return sum(self._hand_over(self._bindings[i], state.pending[i]) for i in indexes)
+    def _stream(self, table: str, indexes: list[int]) -> _Stream:
+        """The table's stream and its shards, described again only when due."""
+        now = time.monotonic()
+        stream = self._by_table.get(table)
+        if stream is not None and now < stream.refresh_at:
+            return stream
+        arn = str(self._dynamodb.describe_table(TableName=table)["Table"]
+                  .get("LatestStreamArn", ""))
+        if stream is None or stream.arn != arn:
+            stream = _Stream(arn, self._checkpoints.load(arn) if arn else {})
+            self._by_table[table] = stream
+            if arn:
+                self._checkpoints.forget_other_streams(arn)
+        if not arn:
+            stream.refresh_at = now + self.NO_STREAM_RETRY_S
+            return stream
+        self._discover(stream, indexes)
+        stream.refresh_at = now + self.SHARDS_REFRESH_S
+        return stream
 
-    def _hand_over(self, binding: StreamBinding, pending: list[dict[str, Any]]) -> int:
+    def _discover(self, stream: _Stream, indexes: list[int]) -> None:
+        stream.order = describe_shards(self._streams, stream.arn)
+        listed = {s.shard_id for s in stream.order}
+        stream.shards = {k: v for k, v in stream.shards.items() if k in listed}
+        for info in stream.order:
+            if info.shard_id in stream.shards:
+                stream.shards[info.shard_id].reader.info = info
+                continue
+            if info.shard_id in stream.done:
+                continue
+            saved = stream.saved.get(info.shard_id, ShardCheckpoint())
+            if saved.finished:
+                stream.done.add(info.shard_id)
+                continue
+            reader = ShardReader(self._streams, stream.arn, info)
+            stream.shards[info.shard_id] = _Shard(reader, {
+                i: _Consumer(saved.handled.get(self._names[i]), saved.handled.get(self._names[i]))
+                for i in indexes})
+
+    def _pump_shard(self, stream: _Stream, shard: _Shard) -> int:
+        """Read the shard once (unless a handler holds too much), hand over, checkpoint."""
+        reader, shard_id = shard.reader, shard.reader.info.shard_id
+        if not reader.at_end and max(len(c.pending) for c in shard.consumers.values()) \
+                < self.MAX_PENDING:
+            self._queue(stream.arn, shard, reader.read(_resume_point(shard)))
+            if reader.at_end:
+                stream.done.add(shard_id)
+                stream.refresh_at = 0.0  # its children are next
+        # A handler takes a child's records once it has taken all of the parent's.
+        parent = stream.shards.get(reader.info.parent_id or "")
+        now = time.monotonic()
+        before = [c.handled for c in shard.consumers.values()]
+        moved = sum(self._hand_over(self._bindings[i], c, now)
+                    for i, c in shard.consumers.items()
+                    if parent is None or not parent.consumers[i].pending)
+        finished = reader.at_end and not any(c.pending for c in shard.consumers.values())
+        if finished:
+            del stream.shards[shard_id]
+        if finished or before != [c.handled for c in shard.consumers.values()]:
+            self._checkpoints.save(stream.arn, shard_id, ShardCheckpoint(
+                {self._names[i]: c.handled for i, c in shard.consumers.items() if c.handled},
+                finished))
+        return moved
+
+    def _queue(self, arn: str, shard: _Shard, records: list[Record]) -> None:
+        """Give each handler the records it has not had yet, in order."""
+        self.delivered += len(records)
+        converted = [to_lambda_record(r, arn, self._region) for r in records]
+        for consumer in shard.consumers.values():
+            after = int(consumer.queued) if consumer.queued is not None else -1
+            fresh = [r for r in converted if int(sequence_number(r)) > after]
+            if fresh:
+                consumer.pending.extend(fresh)
+                consumer.queued = sequence_number(fresh[-1])
+
+    def _hand_over(self, binding: StreamBinding, consumer: _Consumer, now: float) -> int:
         """Give a handler its pending records in batches; keep what it fails on."""
+        if now < consumer.retry_at:
+            return 0
         handled = 0
+        pending = consumer.pending
         while pending:
             batch = pending[:binding.batch_size]
             try:
-                binding.handler({"Records": batch}, _Lambda())
+                binding.handler({"Records": batch}, LambdaContext())
             except RegionDownError as exc:
                 logger.debug("stream records of %s wait: %s", self._region, exc)
-                break
+                break  # no backoff: the region's health is known in process
             except Exception:
-                logger.exception("stream handler %s failed; its batch is retried",
-                                 getattr(binding.handler, "__name__", binding.table))
+                consumer.delay_s = min(max(consumer.delay_s * 2, self.BACKOFF_MIN_S),
+                                       self.BACKOFF_MAX_S)
+                consumer.retry_at = now + consumer.delay_s
+                logger.exception("stream handler %s failed; its batch is retried in %.1f s",
+                                 getattr(binding.handler, "__name__", binding.table),
+                                 consumer.delay_s)
                 break
             del pending[:len(batch)]
             handled += len(batch)
+            consumer.handled = sequence_number(batch[-1])
+            consumer.delay_s = 0.0
         return handled
 
     def _mark_idle(self, started: float) -> None:
@@ -205,3 +278,22 @@ class StreamPump:
                     return False
                 self._idle.wait(min(remaining, 0.5))
         return True
+
+
+def _resume_point(shard: _Shard) -> str | None:
+    """The lowest checkpoint of the shard's handlers; None if one has none (horizon)."""
+    handled = [c.handled for c in shard.consumers.values()]
+    if not handled or any(h is None for h in handled):
+        return None
+    return min((h for h in handled if h is not None), key=int)
+
+
+def _handler_names(bindings: list[StreamBinding]) -> list[str]:
+    """A name per binding, stable across restarts and unique within its table."""
+    names: list[str] = []
+    for binding in bindings:
+        name = str(getattr(binding.handler, "__name__", "handler"))
+        taken = sum(1 for b, n in zip(bindings, names, strict=False)
+                    if b.table == binding.table and n.split("#")[0] == name)
+        names.append(f"{name}#{taken}" if taken else name)
+    return names

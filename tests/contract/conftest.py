@@ -1,0 +1,92 @@
+"""The store contract: the same cases against in-process moto and DynamoDB Local.
+
+One DynamoDB Local (-inMemory) serves the whole session; each case gets its own tables,
+created from the real template under names of its own, and deletes them afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+
+from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
+from dmqlocal.embedded import EmbeddedAws
+from infra import provision
+
+REGION = "us-east-1"
+MOTO, DYNAMODB_LOCAL = "moto", "dynamodb-local"
+
+
+@dataclass
+class Store:
+    """A store under test: its name, a DynamoDB and a Streams client, DMQ's tables."""
+
+    name: str
+    dynamodb: Any
+    streams: Any
+    messages: str
+    queues: str
+
+    def stream_arn(self, table: str) -> str:
+        """The table's current stream."""
+        return str(self.dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"])
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local() -> Iterator[str]:
+    """One DynamoDB Local in memory for the session; its endpoint."""
+    server = DynamoDBLocal(None)
+    endpoint = server.start()
+    yield endpoint
+    server.stop()
+
+
+def _create_tables(dynamodb: Any, suffix: str) -> dict[str, str]:
+    """The template's tables, named with `suffix`; their names by resource."""
+    names = {"MessagesTableName": f"dmq-messages-{suffix}",
+             "QueuesTableName": f"dmq-queues-{suffix}",
+             "ControlTableName": f"dmq-control-{suffix}"}
+    for resource in provision.resources(names).values():
+        if resource["Type"] == "AWS::DynamoDB::Table":
+            provision._create_table(dynamodb, resource["Properties"])
+    return names
+
+
+@pytest.fixture(params=[MOTO, DYNAMODB_LOCAL])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """DMQ's tables on each store, with a DynamoDB and a Streams client."""
+    suffix = uuid.uuid4().hex[:8]
+    if request.param == MOTO:
+        embedded = EmbeddedAws()
+        embedded.start()
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        names = _create_tables(dynamodb, suffix)
+        yield Store(MOTO, dynamodb, streams, names["MessagesTableName"],
+                    names["QueuesTableName"])
+        embedded.stop()
+        return
+    yield from _local_store(request.getfixturevalue("dynamodb_local"), suffix)
+
+
+@pytest.fixture
+def local_store(dynamodb_local: str) -> Iterator[Store]:
+    """DMQ's tables on DynamoDB Local only."""
+    yield from _local_store(dynamodb_local, uuid.uuid4().hex[:8])
+
+
+def _local_store(endpoint: str, suffix: str) -> Iterator[Store]:
+    options: dict[str, Any] = {"endpoint_url": endpoint, "region_name": REGION,
+               "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY}
+    dynamodb = boto3.client("dynamodb", **options)
+    streams = boto3.client("dynamodbstreams", **options)
+    names = _create_tables(dynamodb, suffix)
+    yield Store(DYNAMODB_LOCAL, dynamodb, streams, names["MessagesTableName"],
+                names["QueuesTableName"])
+    for table in names.values():
+        dynamodb.delete_table(TableName=table)

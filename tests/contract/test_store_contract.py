@@ -1,0 +1,200 @@
+"""What DMQ relies on from its store, checked on moto and on DynamoDB Local alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from dmqlocal.handlers import StreamBinding
+from dmqlocal.pump import StreamPump
+from tests.contract.conftest import DYNAMODB_LOCAL, MOTO, REGION, Store
+
+PK = "000000000000/q#0"
+
+
+def _message(sk: str, visible_at: int, **extra: Any) -> dict[str, Any]:
+    return {"pk": {"S": PK}, "sk": {"S": sk}, "visible_at": {"N": str(visible_at)},
+            "rc": {"N": "0"}, **extra}
+
+
+def _claim(store: Store, sk: str, seen: int, until: int) -> None:
+    store.dynamodb.update_item(
+        TableName=store.messages, Key={"pk": {"S": PK}, "sk": {"S": sk}},
+        UpdateExpression="SET visible_at = :until ADD rc :one",
+        ConditionExpression="visible_at = :seen",
+        ExpressionAttributeValues={":until": {"N": str(until)}, ":seen": {"N": str(seen)},
+                                   ":one": {"N": "1"}})
+
+
+def test_a_conditional_claim_wins_once_and_the_lost_race_fails(store: Store) -> None:
+    # GIVEN a visible message
+    store.dynamodb.put_item(TableName=store.messages, Item=_message("m1", 100))
+    # WHEN two consumers claim it having seen the same visible_at
+    _claim(store, "m1", seen=100, until=5000)
+    with pytest.raises(ClientError) as lost:
+        _claim(store, "m1", seen=100, until=6000)
+    # THEN the first wins, the second fails its condition and changes nothing
+    assert lost.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    item = store.dynamodb.get_item(TableName=store.messages,
+                                   Key={"pk": {"S": PK}, "sk": {"S": "m1"}})["Item"]
+    assert item["visible_at"] == {"N": "5000"}
+    assert item["rc"] == {"N": "1"}
+
+
+def test_a_cancelled_transaction_names_the_condition_that_failed(store: Store) -> None:
+    # GIVEN two messages
+    for sk in ("m1", "m2"):
+        store.dynamodb.put_item(TableName=store.messages, Item=_message(sk, 100))
+    key = {"pk": {"S": PK}}
+    # WHEN a transaction deletes m1, moves m2 under a stale condition and adds m3
+    with pytest.raises(ClientError) as cancelled:
+        store.dynamodb.transact_write_items(TransactItems=[
+            {"Delete": {"TableName": store.messages, "Key": {**key, "sk": {"S": "m1"}}}},
+            {"Update": {"TableName": store.messages, "Key": {**key, "sk": {"S": "m2"}},
+                        "UpdateExpression": "SET visible_at = :v",
+                        "ConditionExpression": "visible_at = :seen",
+                        "ExpressionAttributeValues": {":v": {"N": "1"},
+                                                      ":seen": {"N": "99"}}}},
+            {"Put": {"TableName": store.messages, "Item": _message("m3", 100)}},
+        ])
+    # THEN it is cancelled with a reason per item: only the second failed
+    error = cancelled.value.response
+    assert error["Error"]["Code"] == "TransactionCanceledException"
+    codes = [reason["Code"] for reason in error["CancellationReasons"]]
+    assert codes == ["None", "ConditionalCheckFailed", "None"]
+    # AND nothing was written
+    items = store.dynamodb.query(TableName=store.messages, KeyConditionExpression="pk = :pk",
+                                 ExpressionAttributeValues={":pk": {"S": PK}})["Items"]
+    assert sorted(i["sk"]["S"] for i in items) == ["m1", "m2"]
+
+
+def _visible(store: Store, now: int, limit: int, start: dict[str, Any] | None) -> Any:
+    return store.dynamodb.query(
+        TableName=store.messages, IndexName="visible-index", Limit=limit,
+        KeyConditionExpression="pk = :pk AND visible_at <= :now",
+        ExpressionAttributeValues={":pk": {"S": PK}, ":now": {"N": str(now)}},
+        **({"ExclusiveStartKey": start} if start else {}))
+
+
+def test_the_visible_index_pages_in_visible_at_order(store: Store) -> None:
+    # GIVEN five visible messages written out of order, and one not visible yet
+    for sk, at in (("m1", 30), ("m2", 10), ("m3", 50), ("m4", 20), ("m5", 40), ("m6", 900)):
+        store.dynamodb.put_item(TableName=store.messages, Item=_message(sk, at))
+    # WHEN the index is read two by two up to now = 100
+    pages: list[list[str]] = []
+    start = None
+    for _ in range(10):
+        page = _visible(store, now=100, limit=2, start=start)
+        pages.append([i["sk"]["S"] for i in page["Items"]])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            break
+    # THEN the visible ones come in visible_at order, two per page, the last page short
+    visible = [sk for page in pages for sk in page]
+    assert visible == ["m2", "m4", "m1", "m5", "m3"]
+    assert [len(p) for p in pages][:3] == [2, 2, 1]
+
+
+def test_the_messages_table_has_ttl_on_expires_at(store: Store) -> None:
+    # WHEN the table's TTL is described
+    ttl = store.dynamodb.describe_time_to_live(TableName=store.messages)
+    # THEN it is on, on the retention attribute
+    assert ttl["TimeToLiveDescription"]["TimeToLiveStatus"] == "ENABLED"
+    assert ttl["TimeToLiveDescription"]["AttributeName"] == "expires_at"
+
+
+def _change_one_message(store: Store, sk: str) -> None:
+    store.dynamodb.put_item(TableName=store.messages, Item=_message(sk, 100))
+    _claim(store, sk, seen=100, until=200)
+    store.dynamodb.delete_item(TableName=store.messages, Key={"pk": {"S": PK}, "sk": {"S": sk}})
+
+
+def _read_stream(store: Store) -> list[dict[str, Any]]:
+    arn = store.stream_arn(store.messages)
+    records: list[dict[str, Any]] = []
+    for shard in store.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = store.streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON",
+        )["ShardIterator"]
+        page = store.streams.get_records(ShardIterator=iterator, Limit=1000)
+        records += page["Records"]
+    return records
+
+
+def test_stream_records_come_in_order_with_both_images(store: Store) -> None:
+    # GIVEN a message sent, claimed and deleted
+    _change_one_message(store, "m1")
+    # WHEN the stream is read from its horizon
+    records = _read_stream(store)
+    # THEN it holds the three changes in order, with old and new images
+    assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "REMOVE"]
+    assert {r["dynamodb"]["StreamViewType"] for r in records} == {"NEW_AND_OLD_IMAGES"}
+    insert, modify, remove = (r["dynamodb"] for r in records)
+    assert "OldImage" not in insert and insert["NewImage"]["visible_at"] == {"N": "100"}
+    assert modify["OldImage"]["visible_at"] == {"N": "100"}
+    assert modify["NewImage"]["visible_at"] == {"N": "200"}
+    assert "NewImage" not in remove and remove["OldImage"]["rc"] == {"N": "1"}
+    sequence = [int(r["dynamodb"]["SequenceNumber"]) for r in records]
+    assert sequence == sorted(sequence)
+
+
+def test_the_pump_hands_every_change_over_in_order(store: Store) -> None:
+    # GIVEN a pump on the messages stream, started before anything was written
+    seen: list[tuple[str, str]] = []
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        seen.extend((r["eventName"], r["dynamodb"]["Keys"]["sk"]["S"]) for r in event["Records"])
+        assert {r["awsRegion"] for r in event["Records"]} == {REGION}
+
+    pump = StreamPump(store.dynamodb, store.streams,
+                      [StreamBinding(store.messages, handler, 2)], REGION)
+    assert pump.poll_once() == 0
+    # WHEN messages change, also after a write to another table's stream
+    store.dynamodb.put_item(TableName=store.queues, Item={"queue_id": {"S": "a/q"}})
+    _change_one_message(store, "m1")
+    _change_one_message(store, "m2")
+    moved = sum(pump.poll_once() for _ in range(5))
+    # THEN the handler got every change once, in order
+    assert moved == 6
+    assert seen == [(e, sk) for sk in ("m1", "m2") for e in ("INSERT", "MODIFY", "REMOVE")]
+
+
+def _only_shard(store: Store, table: str) -> tuple[str, str]:
+    arn = store.stream_arn(table)
+    shards = store.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    assert len(shards) == 1
+    return arn, shards[0]["ShardId"]
+
+
+def test_stream_records_name_the_store_region(store: Store) -> None:
+    # GIVEN a message written through a client of us-east-1
+    store.dynamodb.put_item(TableName=store.messages, Item=_message("m1", 100))
+    # WHEN its stream record is read
+    record = _read_stream(store)[0]
+    arn = store.stream_arn(store.messages)
+    # THEN moto names the client's region; DynamoDB Local always says `ddblocal`
+    expected = {MOTO: REGION, DYNAMODB_LOCAL: "ddblocal"}[store.name]
+    assert record["awsRegion"] == expected
+    assert arn.split(":")[3] == expected
+
+
+def test_a_horizon_iterator_of_an_empty_shard_after_other_writes(store: Store) -> None:
+    # GIVEN a horizon iterator of the empty messages shard, read once (nothing yet)
+    arn, shard = _only_shard(store, store.messages)
+    iterator = store.streams.get_shard_iterator(
+        StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    iterator = store.streams.get_records(ShardIterator=iterator)["NextShardIterator"]
+    # WHEN another table's stream gets a record before the shard's first one
+    store.dynamodb.put_item(TableName=store.queues, Item={"queue_id": {"S": "a/q"}})
+    store.dynamodb.put_item(TableName=store.messages, Item=_message("m1", 100))
+    # THEN moto gives the record; DynamoDB Local calls the position trimmed, and only a
+    # fresh horizon iterator reads it (the pump does that)
+    if store.name == MOTO:
+        assert len(store.streams.get_records(ShardIterator=iterator)["Records"]) == 1
+        return
+    with pytest.raises(ClientError) as trimmed:
+        store.streams.get_records(ShardIterator=iterator)
+    assert trimmed.value.response["Error"]["Code"] == "TrimmedDataAccessException"
+    assert len(_read_stream(store)) == 1
