@@ -181,7 +181,8 @@ class DynamoDBLocal:
             self.db_path.mkdir(parents=True, exist_ok=True)
             command += ["-dbPath", str(self.db_path)]
         log_dir = self.db_path or Path(os.environ.get("TMPDIR", "/tmp"))
-        self._log = log_dir / f"dynamodb-local-{self.port}.log"
+        self._log = log_dir / (f"dynamodb-local-{self.port}.log" if self.db_path is None
+                               else "dynamodb-local.log")
         env = dict(os.environ)
         shim = None if self.sync_every_write else nosync_library()
         if shim is not None:

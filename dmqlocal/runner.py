@@ -94,8 +94,13 @@ class LocalDmq:
             provision.create_cluster_tables(
                 clients.dynamodb, [settings.cluster_table(c) for c in settings.clusters[1:]]
             )
+            # Checkpoints stay beside a store that keeps its data (one folder per region:
+            # DynamoDB Local's stream ARNs do not name theirs); the memory store starts afresh.
+            checkpoints = (None if self.store_kind is StoreKind.MEMORY
+                           else Path(data_dir or ".dmq") / "checkpoints" / region)
             self.pumps.append(StreamPump(clients.dynamodb, clients.streams, bindings, region,
-                                         self.options.pump_interval_s, self._runtime.health))
+                                         self.options.pump_interval_s, self._runtime.health,
+                                         checkpoint_dir=checkpoints))
             targets += [ExportTarget(region, table, clients.dynamodb) for table in (
                 settings.queues_table, *(settings.cluster_table(c) for c in settings.clusters))]
         if settings.data_dir:
