@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from chalicelib.backend import items
 from chalicelib.backend.bodies import BodyStore
+from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_values
+from chalicelib.backend.dynamo_errors import (
+    cancellation_reasons,
+    error_code,
+    is_condition_failure,
+    translate_errors,
+)
 from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
 from chalicelib.backend.items import VISIBLE_INDEX, Item
 from chalicelib.backend.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
@@ -19,28 +25,7 @@ from chalicelib.backend.store import CandidatePage, VisibilityChange
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-THROTTLE_CODES = frozenset(
-    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-)
 _BATCH_RETRIES = 5
-
-
-def error_code(exc: ClientError) -> str:
-    """The error code of a botocore ClientError."""
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-@contextmanager
-def translate_errors() -> Iterator[None]:
-    """Map DynamoDB faults to store errors at the storage boundary."""
-    try:
-        yield
-    except ClientError as exc:
-        if error_code(exc) in THROTTLE_CODES:
-            raise StoreThrottledError(str(exc)) from exc
-        raise StoreError(str(exc)) from exc
-    except BotoCoreError as exc:
-        raise StoreUnavailableError(str(exc)) from exc
 
 
 class DynamoMessageStore:
@@ -53,6 +38,7 @@ class DynamoMessageStore:
         self.table = table
         self._bodies = bodies
         self._inline_limit = inline_limit
+        self._claims = BatchClaims(client, table, self._load)
 
     # -- writes ---------------------------------------------------------------------------
     def put_messages(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> set[str]:
@@ -150,25 +136,28 @@ class DynamoMessageStore:
                 result = self._db.update_item(
                     TableName=self.table,
                     Key=items.key(queue_id, shard, candidate.message_id),
-                    UpdateExpression=(
-                        "SET visible_at = :vis, claim = :tok, rc = rc + :one, rcv = :now, "
-                        "frc = if_not_exists(frc, :now)"
-                    ),
+                    UpdateExpression=CLAIM_UPDATE,
                     ConditionExpression="visible_at = :seen",
-                    ExpressionAttributeValues={
-                        ":vis": {"N": str(visible_at)},
-                        ":tok": {"S": token},
-                        ":one": {"N": "1"},
-                        ":now": {"N": str(now_ms)},
-                        ":seen": {"N": str(candidate.visible_at)},
-                    },
+                    ExpressionAttributeValues=claim_values(
+                        candidate.visible_at, visible_at, token, now_ms
+                    ),
                     ReturnValues="ALL_NEW",
                 )
         except StoreError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return None
             raise
         return self._load(result["Attributes"])
+
+    def claim_many(
+        self, queue_id: str, shard: int, claims: Sequence[tuple[Candidate, str]],
+        visible_at: int, now_ms: int,
+    ) -> list[Message | None]:
+        """One claim is one UpdateItem; several are one transaction and one batch read."""
+        if len(claims) == 1:
+            ((candidate, token),) = claims
+            return [self.claim(queue_id, shard, candidate, visible_at, token, now_ms)]
+        return self._claims.claim(queue_id, shard, claims, visible_at, now_ms)
 
     def _load(self, item: Item) -> Message:
         body_key = item.get("body_key", {}).get("S")
@@ -209,7 +198,7 @@ class DynamoMessageStore:
             with translate_errors():
                 self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
         except StoreError as exc:
-            if _is_condition_failure(exc):
+            if is_condition_failure(exc):
                 return False
             raise
         return True
@@ -284,7 +273,7 @@ class DynamoMessageStore:
             with translate_errors():
                 self._db.transact_write_items(TransactItems=[ops[i] for i in pending])  # type: ignore[misc]
         except StoreError as exc:
-            reasons = _cancellation_reasons(exc)
+            reasons = cancellation_reasons(exc)
             if reasons is None:
                 raise
             retry = []
@@ -305,7 +294,7 @@ class DynamoMessageStore:
             with translate_errors():
                 call(**op)
         except StoreError as exc:
-            if not _is_condition_failure(exc):
+            if not is_condition_failure(exc):
                 raise
             cause = exc.__cause__
             item = cause.response.get("Item") if isinstance(cause, ClientError) else None
@@ -414,19 +403,6 @@ def _visibility_op(table: str, change: VisibilityChange, now_ms: int) -> dict[st
                            ":now": {"N": str(now_ms)},
                        },
                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
-
-
-def _is_condition_failure(exc: StoreError) -> bool:
-    cause = exc.__cause__
-    return isinstance(cause, ClientError) and error_code(cause) == "ConditionalCheckFailedException"
-
-
-def _cancellation_reasons(exc: StoreError) -> list[dict[str, Any]] | None:
-    cause = exc.__cause__
-    if not isinstance(cause, ClientError) or error_code(cause) != "TransactionCanceledException":
-        return None
-    reasons = cause.response.get("CancellationReasons")
-    return [dict(r) for r in reasons] if reasons else None
 
 
 def _visibility_outcome(old: Item | None, ref: MessageRef) -> VisibilityOutcome:

@@ -50,6 +50,18 @@ class MessageStore(Protocol):
         """Claim a candidate if it is still where the index showed it; None on a lost race."""
         ...
 
+    def claim_many(
+        self, queue_id: str, shard: int, claims: Sequence[tuple[Candidate, str]],
+        visible_at: int, now_ms: int,
+    ) -> list[Message | None]:
+        """Claim several candidates of one shard, each with its own token, in one go.
+
+        The result follows `claims`: the claimed message, or None when another receiver
+        won it (or re-claimed it before it could be read back). Only messages held
+        under the caller's token are ever returned.
+        """
+        ...
+
     def move(
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
         target_shard: int, target_retention_ms: int, now_ms: int,

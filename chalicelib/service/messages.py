@@ -333,56 +333,76 @@ class MessageService:
     ) -> int:
         """Claim candidates into `got`; return how many claims were lost to other receivers.
 
-        A message claimed earlier in this receive can show up again further along the
-        index (its new `visible_at` is still `<= now` with a zero visibility timeout);
-        it is skipped, so that one response never holds a message twice. A message older
-        than the queue's retention (lowered since it was sent) is dropped, as in SQS.
+        The plain claims go to the store together (one request for all of them); when
+        some are lost, the next candidates go in a further call. A message claimed
+        earlier in this receive can show up again further along the index (its new
+        `visible_at` is still `<= now` with a zero visibility timeout); it is skipped,
+        so that one response never holds a message twice. A message older than the
+        queue's retention (lowered since it was sent) is dropped, as in SQS.
         """
-        shard = placed.id
-        store = self._stores.of(placed.cluster)
         redrive = queue.redrive_policy
         max_receives = redrive.max_receive_count if redrive else None
         retention_ms = queue.attribute_int("MessageRetentionPeriod") * 1000
         claimed = {r.message.message_id for r in got}
-        candidates = [c for c in candidates if c.message_id not in claimed]
+        pending = [c for c in candidates if c.message_id not in claimed]
         expired: list[str] = []
         lost = 0
         taken = 0
-        for candidate in candidates:
-            if taken >= wanted:
-                break
+        while taken < wanted and pending:
+            batch = self._next_claims(queue, placed, pending, wanted - taken, now, max_receives,
+                                      expired)
+            for received in self._claim_many(queue, placed, batch, now + timeout * 1000, now):
+                if received is None:
+                    lost += 1
+                elif received.message.sent_ms + retention_ms <= now:
+                    expired.append(received.message.message_id)
+                else:
+                    got.append(received)
+                    taken += 1
+        if expired:
+            self._stores.of(placed.cluster).delete_expired(queue.queue_id, placed.id, expired)
+        return lost
+
+    def _next_claims(
+        self, queue: QueueRecord, placed: Shard, pending: list[Candidate], count: int, now: int,
+        max_receives: int | None, expired: list[str],
+    ) -> list[Candidate]:
+        """Take up to `count` plain claims off the front of `pending`.
+
+        Expired candidates met on the way go to `expired`; over-received ones move to the
+        dead-letter queue (or are claimed as usual when the queue has none to move to).
+        """
+        batch: list[Candidate] = []
+        while pending and len(batch) < count:
+            candidate = pending.pop(0)
             action = candidate.action(now, max_receives)
             if action is CandidateAction.EXPIRE:
                 expired.append(candidate.message_id)
-                continue
-            if action is CandidateAction.DEAD_LETTER and self._dead_letter(
+            elif action is CandidateAction.DEAD_LETTER and self._dead_letter(
                 queue, placed, candidate, now
             ):
                 continue
-            received = self._claim(queue, placed, candidate, now + timeout * 1000, now)
-            if received is None:
-                lost += 1
-            elif received.message.sent_ms + retention_ms <= now:
-                expired.append(candidate.message_id)
             else:
-                got.append(received)
-                taken += 1
-        if expired:
-            store.delete_expired(queue.queue_id, shard, expired)
-        return lost
+                batch.append(candidate)
+        return batch
 
-    def _claim(
-        self, queue: QueueRecord, placed: Shard, candidate: Candidate, visible_at: int, now: int
-    ) -> Received | None:
-        """Claim one candidate with a fresh token; None when another receiver won it."""
-        token = new_claim_token()
-        message = self._stores.of(placed.cluster).claim(
-            queue.queue_id, placed.id, candidate, visible_at, token, now
+    def _claim_many(
+        self, queue: QueueRecord, placed: Shard, candidates: list[Candidate], visible_at: int,
+        now: int,
+    ) -> list[Received | None]:
+        """Claim candidates together, each with a fresh token; None where another won."""
+        if not candidates:
+            return []
+        tokens = [new_claim_token() for _ in candidates]
+        messages = self._stores.of(placed.cluster).claim_many(
+            queue.queue_id, placed.id, list(zip(candidates, tokens, strict=True)), visible_at, now
         )
-        if message is None:
-            return None
-        ref = MessageRef(queue.queue_id, placed.id, message.message_id, token)
-        return Received(message, self._receipts.encode(ref))
+        return [
+            None if message is None else Received(message, self._receipts.encode(
+                MessageRef(queue.queue_id, placed.id, message.message_id, token)
+            ))
+            for message, token in zip(messages, tokens, strict=True)
+        ]
 
     def _dead_letter(
         self, queue: QueueRecord, placed: Shard, candidate: Candidate, now: int

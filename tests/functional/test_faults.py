@@ -83,6 +83,22 @@ def first(k: int, kind: str) -> Schedule:
     return lambda call, request: kind if call <= k else None
 
 
+def claims_only(schedule: Schedule) -> Schedule:
+    """Apply `schedule` to claim transactions only (counting them from 1), not to the
+    delete and visibility batches that also go by TransactWriteItems."""
+    seen = [0]
+
+    def only_claims(call: int, request: dict[str, Any]) -> str | None:
+        ops = request.get("TransactItems", [])
+        if not all(op.get("Update", {}).get("ConditionExpression") == "visible_at = :seen"
+                   for op in ops):
+            return None
+        seen[0] += 1
+        return schedule(seen[0], request)
+
+    return only_claims
+
+
 def pattern(*steps: str | None) -> Schedule:
     """The n-th call gets `steps[(n - 1) % len(steps)]` (None: the call goes through)."""
     return lambda call, request: steps[(call - 1) % len(steps)]
@@ -119,8 +135,10 @@ class Faults:
     Kinds: throttle / throttling / request-limit / internal / condition (a ClientError),
     read-timeout / connect-timeout (nothing written), applied-timeout (the call is made,
     then its answer is lost: an ambiguous write), cancel-throttle (TransactWriteItems
-    cancelled with ThrottlingError reasons) and unprocessed (BatchWriteItem writes what
-    `hold` lets through and hands the rest back as UnprocessedItems).
+    cancelled with ThrottlingError reasons), cancel-condition (TransactWriteItems
+    cancelled, the entries `lose` picks by position failing their condition as if another
+    receiver had won them, the others innocent) and unprocessed (BatchWriteItem writes
+    what `hold` lets through and hands the rest back as UnprocessedItems).
     """
 
     def __init__(self, client: Any) -> None:
@@ -129,6 +147,7 @@ class Faults:
         self.injected: Counter[tuple[str, str]] = Counter()
         self.ambiguous: set[str] = set()
         self.hold: Callable[[dict[str, Any]], bool] = lambda request: True
+        self.lose: Callable[[int], bool] = lambda position: True
         self._schedules: dict[str, Schedule] = {}
         self._passthrough = False
 
@@ -174,6 +193,12 @@ class Faults:
         if kind == "cancel-throttle":
             reasons = [{"Code": "ThrottlingError", "Message": "Throughput exceeds the limit"}
                        for _ in request["TransactItems"]]
+            raise self._error(operation, "TransactionCanceledException", 400,
+                              CancellationReasons=reasons)
+        if kind == "cancel-condition":
+            lost = {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
+            reasons = [lost if self.lose(position) else {"Code": "None"}
+                       for position in range(len(request["TransactItems"]))]
             raise self._error(operation, "TransactionCanceledException", 400,
                               CancellationReasons=reasons)
         if kind == "read-timeout":
@@ -487,11 +512,16 @@ def test_receive_faults_on_query_and_claim_lose_no_message(
     bodies = [f"message-{i:02d}" for i in range(30)]
     for start in range(0, 30, 10):
         send_batch(client, url, bodies[start:start + 10], ledger)
-    # AND every 3rd Query and every 4th claim (UpdateItem) fails, some claims landing
+    # AND every 3rd Query, every 3rd claim transaction (TransactWriteItems), every 2nd
+    # read-back of claimed items (BatchGetItem) and every 2nd single claim (UpdateItem)
+    # fails, some claims landing
     faults.add("Query", every(3, "throttle", "read-timeout", "connect-timeout",
                               "request-limit", "internal"))
-    faults.add("UpdateItem", every(4, "throttle", "applied-timeout", "read-timeout",
-                                   "internal", "throttling", "applied-timeout"))
+    faults.add("TransactWriteItems", claims_only(every(
+        3, "throttle", "applied-timeout", "cancel-throttle", "read-timeout", "internal",
+        "applied-timeout")))
+    faults.add("BatchGetItem", every(2, "throttling", "read-timeout", "internal"))
+    faults.add("UpdateItem", every(2, "throttle", "applied-timeout", "read-timeout"))
     # WHEN a consumer receives and deletes, waiting out the visibility timeout whenever
     # the queue looks empty (messages claimed by a failed receive are hidden until then)
     delivered: Counter[str] = Counter()
@@ -526,10 +556,11 @@ def test_receive_faults_on_query_and_claim_lose_no_message(
     assert set(delivered) == set(ledger.acknowledged)
     assert max(delivered.values()) == 1
     assert leftover == []
-    assert faults.count("Query") >= 1 and faults.count("UpdateItem") >= 1
+    assert faults.count("Query") >= 1 and faults.count("TransactWriteItems") >= 1
+    assert faults.count("BatchGetItem") >= 1
     assert set(errors) == {"RequestThrottled", "ServiceUnavailable"}
-    # (a claim that landed, or any claim before a failed one in the same receive, hides
-    # its message until the visibility timeout: delayed and counted, never lost)
+    # (claims that landed before a failure in the same receive, or whose read-back
+    # failed, hide their messages until the visibility timeout: delayed, never lost)
     assert stranded >= 1
 
 
@@ -537,14 +568,18 @@ def test_receive_faults_on_query_and_claim_lose_no_message(
 def test_a_failed_conditional_claim_only_shortens_the_receive(
     client: Any, url: str, faults: Faults
 ) -> None:
-    # GIVEN 5 messages and the first 3 claims fail their condition (another receiver won)
+    # GIVEN 5 messages and a claim transaction whose first 3 claims fail their condition
+    # (another receiver won them)
     ledger = Ledger()
     send_batch(client, url, [f"message-{i}" for i in range(5)], ledger)
-    faults.add("UpdateItem", first(3, "condition"))
+    faults.lose = lambda position: position < 3
+    faults.add("TransactWriteItems", first(1, "cancel-condition"))
     # WHEN a consumer receives up to 10
     got = receive(client, url)
-    # THEN the receive succeeds with fewer messages
+    # THEN the receive succeeds with fewer messages, the other 2 claimed in a second
+    # transaction
     assert len(got) == 2
+    assert faults.calls["TransactWriteItems"] == 2
     # AND the others are still visible: the next receive returns them, first receives all
     rest = receive(client, url)
     assert len(rest) == 3
@@ -565,24 +600,35 @@ def test_a_failed_conditional_claim_only_shortens_the_receive(
 def test_a_store_error_after_some_claims_returns_what_was_claimed(
     client: Any, url: str, faults: Faults
 ) -> None:
-    # GIVEN 4 messages and a throttled third claim
+    # GIVEN 12 messages; the first claim transaction loses 2 of its 10 claims, so the
+    # other 8 are claimed in a second one, and the transaction claiming 2 more (read
+    # further along the index) is throttled
     ledger = Ledger()
-    send_batch(client, url, [f"message-{i}" for i in range(4)], ledger)
-    faults.add("UpdateItem", pattern(None, None, "throttle", None))
+    send_batch(client, url, [f"message-{i}" for i in range(10)], ledger)
+    send_batch(client, url, ["message-10", "message-11"], ledger)
+    faults.lose = lambda position: position < 2
+    faults.add("TransactWriteItems", pattern("cancel-condition", None, "throttle", None))
     # WHEN a consumer receives up to 10
     got = receive(client, url)
-    # THEN it gets the two messages claimed before the error, not an error
-    assert len(got) == 2
+    # THEN it gets the 8 messages claimed before the error, not an error
+    assert len(got) == 8
+    assert faults.calls["TransactWriteItems"] == 3
     faults.clear()
-    # AND the other two are still visible, never received
+    # AND the other four are still visible, never received
     rest = receive(client, url)
-    assert len(rest) == 2
+    assert len(rest) == 4
     assert {m["MessageId"] for m in got + rest} == set(ledger.acknowledged)
     assert all(m["Attributes"]["ApproximateReceiveCount"] == "1" for m in got + rest)
-    # AND an error before any claim is still the client's error to retry
+    # AND an error before any claim is still the client's error to retry, for a lone
+    # message (UpdateItem) as for several (TransactWriteItems)
     faults.add("UpdateItem", first(1, "throttle"))
     delete_all(client, url, got + rest)
     send_one(client, url, "alone", ledger)
+    with pytest.raises(ClientError) as throttled:
+        receive(client, url)
+    assert sqs_error(throttled.value) == "RequestThrottled"
+    faults.add("TransactWriteItems", first(1, "throttle"))
+    send_one(client, url, "another", ledger)
     with pytest.raises(ClientError) as throttled:
         receive(client, url)
     assert sqs_error(throttled.value) == "RequestThrottled"
@@ -710,15 +756,18 @@ def _check_send(sqs: Any, url: str, faults: Faults, kind: str, batched: bool) ->
 
 def _check_receive(sqs: Any, url: str, faults: Faults, kind: str, operation: str,
                    clock: FakeClock) -> None:
+    # A lone message is claimed with UpdateItem; several with TransactWriteItems, then
+    # read back with BatchGetItem.
     ledger = Ledger()
-    send_one(sqs, url, kind, ledger, tries=1)
+    count = 1 if operation in ("Query", "UpdateItem") else 3
+    send_batch(sqs, url, [f"{kind}-{i}" for i in range(count)], ledger, tries=1)
     faults.add(operation, _fault(kind))
     _expect_error(kind, lambda: receive(sqs, url))
     faults.clear()
     clock.advance(VISIBILITY + 1)  # a claim that landed hides the message until then
-    (message,) = receive(sqs, url)
-    assert message["MessageId"] in ledger.acknowledged
-    delete_all(sqs, url, [message])
+    messages = receive(sqs, url)
+    assert {m["MessageId"] for m in messages} == set(ledger.acknowledged)
+    delete_all(sqs, url, messages)
 
 
 def _check_delete(sqs: Any, url: str, faults: Faults, kind: str, batched: bool,
@@ -750,6 +799,7 @@ def _check_delete(sqs: Any, url: str, faults: Faults, kind: str, batched: bool,
 
 ACTIONS = ["SendMessage/PutItem", "SendMessageBatch/BatchWriteItem",
            "ReceiveMessage/Query", "ReceiveMessage/UpdateItem",
+           "ReceiveMessage/TransactWriteItems", "ReceiveMessage/BatchGetItem",
            "DeleteMessage/DeleteItem", "DeleteMessageBatch/TransactWriteItems"]
 
 

@@ -14,6 +14,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.shards: dict[tuple[str, int], dict[str, Message]] = {}
         self.items_read = 0
+        self.claim_batches: list[int] = []  # the size of every claim_many call, in order
 
     def _shard(self, queue_id: str, shard: int) -> dict[str, Message]:
         return self.shards.setdefault((queue_id, shard), {})
@@ -57,6 +58,14 @@ class MemoryStore:
         )
         messages[candidate.message_id] = claimed
         return claimed
+
+    def claim_many(
+        self, queue_id: str, shard: int, claims: Sequence[tuple[Candidate, str]],
+        visible_at: int, now_ms: int,
+    ) -> list[Message | None]:
+        self.claim_batches.append(len(claims))
+        return [self.claim(queue_id, shard, candidate, visible_at, token, now_ms)
+                for candidate, token in claims]
 
     def move(
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,

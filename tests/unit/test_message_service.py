@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pytest
 
 from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.messages import Candidate, Message
 from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import FakeClock
@@ -124,3 +126,94 @@ def test_receive_gathers_across_shards(setup) -> None:
     for _ in range(10):
         bodies |= {r.message.body for r in service.receive(q, 10, None, 0)}
     assert len(bodies) == 40
+
+
+# -- claims: one store call for the plain claims of a receive -------------------------------
+class RacingStore(MemoryStore):
+    """Another receiver claims the first `steal` candidates of each claim call just first."""
+
+    def __init__(self, steal: int) -> None:
+        super().__init__()
+        self.steal = steal
+
+    def claim_many(
+        self, queue_id: str, shard: int, claims: Sequence[tuple[Candidate, str]],
+        visible_at: int, now_ms: int,
+    ) -> list[Message | None]:
+        for candidate, _ in claims[: self.steal]:
+            assert self.claim(queue_id, shard, candidate, visible_at, "other", now_ms)
+        return super().claim_many(queue_id, shard, claims, visible_at, now_ms)
+
+
+def test_ten_visible_messages_are_claimed_in_one_store_call(setup) -> None:
+    # GIVEN 10 visible messages
+    service, store, clock, _ = setup
+    q = queue("q")
+    for i in range(10):
+        service.send(q, SendRequest("", f"m{i}"))
+    # WHEN one receive asks for 10
+    got = service.receive(q, 10, None, 0)
+    # THEN all 10 come back, claimed by one claim_many call of 10
+    assert sorted(r.message.body for r in got) == sorted(f"m{i}" for i in range(10))
+    assert store.claim_batches == [10]
+    # AND each is held under its own claim token, the one its receipt handle names
+    assert len({r.message.claim_token for r in got}) == 10
+    assert all(r.message.receive_count == 1 and r.message.first_receive_ms == clock.now_ms()
+               for r in got)
+
+
+def test_a_lost_race_on_some_candidates_returns_the_others() -> None:
+    # GIVEN 10 visible messages, 3 of which another receiver claims first
+    store, clock = RacingStore(steal=3), FakeClock()
+    service = MessageService(ClusterStores({"default": store}), ReceiptCodec("k"), clock,
+                             Wakeups(), lambda arn: None, poll_interval_ms=10)
+    q = queue("q")
+    sent = [service.send(q, SendRequest("", f"m{i}")) for i in range(10)]
+    # WHEN a receive asks for 10
+    got = service.receive(q, 10, None, 0)
+    # THEN it returns the 7 it won, counts 3 lost claims, and never hands out the others
+    stolen = {m.message_id for m in sent[:3]}
+    assert len(got) == 7
+    assert not stolen & {r.message.message_id for r in got}
+    assert service.stats.lost_claims == 3
+    held = store.shards[(q.queue_id, 0)]
+    assert all(held[m].claim_token == "other" for m in stolen)
+
+
+def test_a_redelivered_batch_counts_its_receives_and_keeps_the_first_receive_time(setup) -> None:
+    # GIVEN 10 messages received once at t0
+    service, store, clock, _ = setup
+    q = queue("q", VisibilityTimeout="30")
+    for i in range(10):
+        service.send(q, SendRequest("", f"m{i}"))
+    t0 = clock.now_ms()
+    assert len(service.receive(q, 10, None, 0)) == 10
+    # WHEN their visibility timeout passes and they are received again
+    clock.advance(31)
+    again = service.receive(q, 10, None, 0)
+    # THEN the second batch claim counts 2 receives and keeps t0 as the first receive
+    assert store.claim_batches == [10, 10]
+    assert [r.message.receive_count for r in again] == [2] * 10
+    assert {r.message.first_receive_ms for r in again} == {t0}
+
+
+def test_over_received_candidates_move_and_the_rest_are_claimed_together(setup) -> None:
+    # GIVEN a queue with maxReceiveCount 1 holding 3 messages received once and 2 new ones
+    service, store, clock, registry = setup
+    dlq = queue("dlq")
+    registry[dlq.arn] = dlq
+    policy = json.dumps({"deadLetterTargetArn": dlq.arn, "maxReceiveCount": 1})
+    src = queue("src", VisibilityTimeout="1", RedrivePolicy=policy)
+    for i in range(3):
+        service.send(src, SendRequest("", f"old{i}"))
+    assert len(service.receive(src, 10, None, 0)) == 3
+    clock.advance(1)
+    for i in range(2):
+        service.send(src, SendRequest("", f"new{i}"))
+    # WHEN a receive asks for 10
+    got = service.receive(src, 10, None, 0)
+    # THEN the old ones went to the DLQ and the new ones were claimed in one call of 2
+    assert sorted(r.message.body for r in got) == ["new0", "new1"]
+    assert store.claim_batches == [3, 2]
+    assert sorted(r.message.body for r in service.receive(dlq, 10, None, 0)) == [
+        "old0", "old1", "old2"]
