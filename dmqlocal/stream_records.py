@@ -31,9 +31,29 @@ def source_arn(stream_arn: str, region: str) -> str:
     return ":".join(parts)
 
 
+def _value(value: Any) -> Any:
+    """An attribute value as DynamoDB writes it: DynamoDB Local's stream images give an
+    empty map as `{}` (no type), which no DynamoDB accepts back (replication writes
+    images); an empty list keeps its `L`, so `{}` can only be an empty map."""
+    if not value:
+        return {"M": {}}
+    if "M" in value:
+        return {"M": _image(value["M"])}
+    if "L" in value:
+        return {"L": [_value(v) for v in value["L"]]}
+    return value
+
+
+def _image(image: dict[str, Any]) -> dict[str, Any]:
+    return {name: _value(value) for name, value in image.items()}
+
+
 def to_lambda_record(record: Record, stream_arn: str, region: str) -> Record:
     """A GetRecords record in the shape Lambda delivers it."""
     dynamodb = dict(record["dynamodb"])
+    for image in ("NewImage", "OldImage"):
+        if image in dynamodb:
+            dynamodb[image] = _image(dynamodb[image])
     created = dynamodb.get("ApproximateCreationDateTime")
     if isinstance(created, datetime):
         dynamodb["ApproximateCreationDateTime"] = created.timestamp()
