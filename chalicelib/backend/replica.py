@@ -34,7 +34,9 @@ TOMB = "_tomb"
 TTL_ATTRIBUTE = "expires_at"
 TOMBSTONE_TTL_S = 86_400
 SEQ_WIDTH = 48
-_CONDITION = f"attribute_not_exists(#k) OR attribute_not_exists({SEQ}) OR {SEQ} < :seq"
+# Names that start with `_` must be placeholders in an expression (DynamoDB refuses
+# them as tokens; moto did not).
+_CONDITION = "attribute_not_exists(#k) OR attribute_not_exists(#seq) OR #seq < :seq"
 _WRITES = frozenset({"INSERT", "MODIFY"})
 
 
@@ -130,7 +132,7 @@ class ReplicaApplier:
                 self._db.put_item(
                     TableName=table, Item=item, ConditionExpression=_CONDITION,
                     # Any key attribute will do: an item that exists has all of them.
-                    ExpressionAttributeNames={"#k": next(iter(keys))},
+                    ExpressionAttributeNames={"#k": next(iter(keys)), "#seq": SEQ},
                     ExpressionAttributeValues={":seq": {"S": seq}},
                 )
         except StoreError as exc:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from chalicelib.backend.replica import ReplicaApplier, is_tombstone
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump
 from tests.contract.conftest import DYNAMODB_LOCAL, MOTO, REGION, Store
@@ -219,3 +220,26 @@ def test_empty_maps_in_stream_images_come_back_typed(store: Store) -> None:
     assert image["nested"] == {"M": {"inner": {"M": {}}}}
     assert image["items"] == {"L": []}
     store.dynamodb.put_item(TableName=store.messages, Item={**image, "sk": {"S": "copy"}})
+
+
+def _record(event: str, sequence: str, **image: Any) -> dict[str, Any]:
+    keys = {"pk": {"S": PK}, "sk": {"S": "m1"}}
+    data: dict[str, Any] = {"Keys": keys, "SequenceNumber": sequence}
+    if event != "REMOVE":
+        data["NewImage"] = {**keys, **image}
+    return {"eventName": event, "dynamodb": data}
+
+
+def test_the_replica_applier_writes_newer_changes_and_skips_older_ones(store: Store) -> None:
+    # GIVEN the applier that copies stream records into a replica's table
+    applier = ReplicaApplier(store.dynamodb, lambda: 1_000)
+    # WHEN a change is applied, then an older one, then a removal
+    newer = applier.apply(store.messages, [_record("INSERT", "200", body={"S": "new"})])
+    older = applier.apply(store.messages, [_record("MODIFY", "100", body={"S": "old"})])
+    key = {"pk": {"S": PK}, "sk": {"S": "m1"}}
+    held = store.dynamodb.get_item(TableName=store.messages, Key=key)["Item"]
+    removed = applier.apply(store.messages, [_record("REMOVE", "300")])
+    # THEN the newer write holds, the older is skipped, and the removal leaves a tombstone
+    assert (newer.applied, older.skipped, removed.applied) == (1, 1, 1)
+    assert held["body"] == {"S": "new"}
+    assert is_tombstone(store.dynamodb.get_item(TableName=store.messages, Key=key)["Item"])
