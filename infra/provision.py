@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from chalicelib.metadata.epoch import ensure_epoch
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
@@ -58,18 +60,27 @@ def create_all(
     dynamodb: DynamoDBClient, s3: S3Client | None, parameters: dict[str, str] | None = None,
     region: str = "us-east-1",
 ) -> dict[str, str]:
-    """Create every table and bucket that does not exist yet; return stream ARNs by table.
+    """Create every table and bucket that does not exist yet, and the store's epoch with
+    the tables (kept if it exists: see `chalicelib.metadata.epoch`); return stream ARNs
+    by table.
 
     With no S3 client (large bodies kept in a local folder) no bucket is made.
     """
     streams: dict[str, str] = {}
-    for resource in resources(parameters).values():
+    found = resources(parameters)
+    for resource in found.values():
         props = resource["Properties"]
         if resource["Type"] == "AWS::DynamoDB::Table":
             streams[props["TableName"]] = _create_table(dynamodb, props)
         elif resource["Type"] == "AWS::S3::Bucket" and s3 is not None:
             _create_bucket(s3, props["BucketName"], region)
+    ensure_epoch(dynamodb, found["ControlTable"]["Properties"]["TableName"])
     return streams
+
+
+def store_epoch(dynamodb: DynamoDBClient, parameters: dict[str, str] | None = None) -> str:
+    """The epoch of the store whose tables `create_all` made (same parameters)."""
+    return ensure_epoch(dynamodb, resources(parameters)["ControlTable"]["Properties"]["TableName"])
 
 
 def create_cluster_tables(dynamodb: DynamoDBClient, tables: list[str]) -> dict[str, str]:

@@ -1,7 +1,8 @@
-"""The control table: cluster capacity and utilization, and region heartbeats.
+"""The control table: cluster capacity and utilization, region heartbeats, the store epoch.
 
-Keys are `cluster#<name>` and `heartbeat#<region>`. Cluster reads are cached for a few
-seconds per container, like queue metadata; heartbeats and writes go straight through.
+Keys are `cluster#<name>`, `heartbeat#<region>` and `epoch` (see `metadata.epoch`).
+Cluster reads are cached for a few seconds per container, like queue metadata;
+heartbeats and writes go straight through.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from chalicelib.backend.dynamo_store import translate_errors
+from chalicelib.metadata.epoch import ensure_epoch
 from chalicelib.metadata.placement import ClusterLoad
 
 if TYPE_CHECKING:
@@ -84,6 +86,10 @@ class ControlRepository:
             item = self._db.get_item(TableName=self._table, Key={
                 "key": {"S": f"heartbeat#{region}"}}, ConsistentRead=True).get("Item")
         return int(item["at"]["N"]) if item else None
+
+    def epoch(self) -> str:
+        """The epoch of this region's store (created if it has none yet)."""
+        return ensure_epoch(self._db, self._table)
 
     def _update(self, cluster: str, field: str, value: float) -> None:
         with translate_errors():

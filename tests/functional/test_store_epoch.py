@@ -1,0 +1,69 @@
+"""GIVEN DMQ's tables WHEN they are provisioned THEN the store has one epoch, kept as long as
+its data is kept (a restart over the same tables) and new when the store starts empty
+(a restart of the in-process memory store)."""
+
+from __future__ import annotations
+
+from chalicelib.aws import Clients
+from chalicelib.metadata.control import ControlRepository
+from chalicelib.metadata.epoch import EPOCH_KEY, ensure_epoch, read_epoch
+from chalicelib.settings import Settings
+from dmqlocal.embedded import EmbeddedAws
+from infra import provision
+
+CONTROL = "dmq-control"
+
+
+def test_provisioning_creates_the_epoch_once(aws: Clients) -> None:
+    # GIVEN tables just provisioned (the fixture ran create_all)
+    epoch = read_epoch(aws.dynamodb, CONTROL)
+    assert epoch is not None and len(epoch) == 16
+    # WHEN they are provisioned again, as a restart over kept data does
+    provision.create_all(aws.dynamodb, aws.s3)
+    # THEN the epoch is the same, whoever asks for it
+    assert read_epoch(aws.dynamodb, CONTROL) == epoch
+    assert ensure_epoch(aws.dynamodb, CONTROL) == epoch
+    assert provision.store_epoch(aws.dynamodb) == epoch
+    assert ControlRepository(aws.dynamodb, CONTROL, ["c1"]).epoch() == epoch
+
+
+def test_a_store_without_an_epoch_gets_one_on_first_use(aws: Clients) -> None:
+    # GIVEN tables made by another tool (CloudFormation): no epoch item
+    aws.dynamodb.delete_item(TableName=CONTROL, Key={"key": {"S": EPOCH_KEY}})
+    assert read_epoch(aws.dynamodb, CONTROL) is None
+    # WHEN the archive first asks THEN one is created and then kept
+    first = ensure_epoch(aws.dynamodb, CONTROL, new_id=lambda: "e-first")
+    assert first == "e-first"
+    assert ensure_epoch(aws.dynamodb, CONTROL, new_id=lambda: "e-second") == "e-first"
+
+
+def test_concurrent_starters_agree_on_one_epoch(aws: Clients) -> None:
+    aws.dynamodb.delete_item(TableName=CONTROL, Key={"key": {"S": EPOCH_KEY}})
+
+    def racing_id() -> str:
+        # GIVEN another starter writes its epoch between this one's read and write
+        ensure_epoch(aws.dynamodb, CONTROL, new_id=lambda: "e-other")
+        return "e-mine"
+
+    # THEN this starter adopts the other's epoch instead of overwriting it
+    assert ensure_epoch(aws.dynamodb, CONTROL, new_id=racing_id) == "e-other"
+    assert read_epoch(aws.dynamodb, CONTROL) == "e-other"
+
+
+def _memory_store_run(settings: Settings) -> str:
+    """Start the in-process memory store, provision it, return its epoch, stop it."""
+    embedded = EmbeddedAws()
+    embedded.start()
+    try:
+        clients = Clients(settings)
+        provision.create_all(clients.dynamodb, clients.s3)
+        return provision.store_epoch(clients.dynamodb)
+    finally:
+        embedded.stop()
+
+
+def test_a_memory_store_restart_starts_a_new_epoch(settings: Settings) -> None:
+    # GIVEN two runs of the memory store, one after the other
+    first, second = _memory_store_run(settings), _memory_store_run(settings)
+    # THEN each lifetime of the data has its own epoch
+    assert first != second
