@@ -40,6 +40,7 @@ class Runtime:
         self.lag = LagMetrics()
         self._meter: UsageMeter | None = None
         self._sink: Sink | None = None
+        self._epochs: dict[str, str] = {}
 
     @property
     def settings(self) -> Settings:
@@ -80,7 +81,19 @@ class Runtime:
     def archiver(self) -> StreamArchiver | None:
         """Writes stream batches to the archive (None when archiving is off)."""
         sink = self.archive_sink()
-        return StreamArchiver(sink) if sink is not None else None
+        return StreamArchiver(sink, self.epoch) if sink is not None else None
+
+    def epoch(self, region: str = "") -> str:
+        """The epoch of a region's store, read once per container: a store that loses its
+        data loses the process too (the memory store), or keeps its epoch."""
+        region = self.region_of(region)
+        with self._lock:
+            known = self._epochs.get(region)
+        if known is None:
+            known = self.backend(region).control.epoch()
+            with self._lock:
+                self._epochs[region] = known
+        return known
 
     def meter(self) -> UsageMeter | None:
         """The container's usage counters (None when archiving is off)."""
@@ -147,3 +160,4 @@ class Runtime:
             self.lag = LagMetrics()
             self._meter = None
             self._sink = None
+            self._epochs = {}

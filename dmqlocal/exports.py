@@ -9,8 +9,10 @@ shutdown, under `<data dir>/exports/<table>/<region>/AWSDynamoDB/<export id>/`:
 - `manifest-files.json`, then `manifest-summary.json` last: an export without its
   summary is incomplete and readers skip it.
 
-The summary adds two fields to DynamoDB's own: `dmqRegion` and `dmqStreamArn` (the
-table's stream, which pairs the export with the stream archive of the same table).
+The summary adds three fields to DynamoDB's own: `dmqRegion`, `dmqStreamArn` (the
+table's stream) and `dmqEpoch` (the store's epoch, `chalicelib.metadata.epoch`: which
+lifetime of the stored data the export shows). The audit judges every message of a
+table, whatever its epoch, by that table's newest export, so only the newest few are kept.
 
 After the scan, the exporter waits until the stream archive has caught up with every
 change made before the scan ended, so that the archive covers the export.
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend.archive import DirectorySink, json_lines_gz, redact_image
+from chalicelib.metadata.epoch import ensure_epoch
 from dmqlocal.stream_records import source_arn
 
 if TYPE_CHECKING:
@@ -44,11 +47,12 @@ ITEMS_PER_PART = 10_000
 
 @dataclass(frozen=True)
 class ExportTarget:
-    """One table of one region."""
+    """One table of one region, and the control table that holds that store's epoch."""
 
     region: str
     table: str
     dynamodb: DynamoDBClient
+    control_table: str
 
 
 def _iso(moment: datetime) -> str:
@@ -133,6 +137,7 @@ class TableExporter:
             "dmqRegion": target.region,
             # As the pump names it in the archive (DynamoDB Local's ARNs say `ddblocal`).
             "dmqStreamArn": source_arn(str(described.get("LatestStreamArn", "")), target.region),
+            "dmqEpoch": ensure_epoch(target.dynamodb, target.control_table),
         }
         return target, summary, parts, self._root / prefix
 
@@ -147,17 +152,12 @@ class TableExporter:
         return folder
 
     def _prune(self, target: ExportTarget) -> None:
-        """Keep the newest complete exports of a table's stream; drop older ones. Exports
-        of earlier runs (another stream) stay: the audit judges their messages by them."""
-        by_stream: dict[str, list[Path]] = {}
-        for export in sorted(self._folder(target).iterdir()):
-            summary = export / "manifest-summary.json"
-            if summary.exists():
-                stream = str(json.loads(summary.read_text()).get("dmqStreamArn", ""))
-                by_stream.setdefault(stream, []).append(export)
-        for exports in by_stream.values():
-            for old in exports[:-KEEP_EXPORTS]:
-                shutil.rmtree(old, ignore_errors=True)
+        """Keep the newest complete exports of a table (whatever their epoch); drop older
+        ones. Export ids begin with their start time, so name order is time order."""
+        complete = [e for e in sorted(self._folder(target).iterdir())
+                    if (e / "manifest-summary.json").exists()]
+        for old in complete[:-KEEP_EXPORTS]:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 class PeriodicExporter:

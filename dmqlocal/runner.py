@@ -101,8 +101,9 @@ class LocalDmq:
             self.pumps.append(StreamPump(clients.dynamodb, clients.streams, bindings, region,
                                          self.options.pump_interval_s, self._runtime.health,
                                          checkpoint_dir=checkpoints))
-            targets += [ExportTarget(region, table, clients.dynamodb) for table in (
-                settings.queues_table, *(settings.cluster_table(c) for c in settings.clusters))]
+            targets += [ExportTarget(region, table, clients.dynamodb, settings.control_table)
+                        for table in (settings.queues_table,
+                                      *(settings.cluster_table(c) for c in settings.clusters))]
         if settings.data_dir:
             self.exporter = PeriodicExporter(
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),

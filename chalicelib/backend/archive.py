@@ -3,11 +3,13 @@
 Everything lands under one root, in S3 on AWS (`DMQ_ARCHIVE_BUCKET`) or in a folder on
 disk locally (`DMQ_DATA_DIR`, `.dmq/` by default):
 
-- `archive/<table>/<yyyy>/<mm>/<dd>/<hh>/<region>-<first seq>-<last seq>.json.gz`: one
-  object per batch of stream records, one record per line, in the DynamoDB Streams
-  record format (as Lambda delivers it). The name depends only on the batch, so a
-  retried batch overwrites its own object; the audit jobs also deduplicate by sequence
-  number, for retries that split a batch differently.
+- `archive/<table>/<yyyy>/<mm>/<dd>/<hh>/<region>-<epoch>-<first seq>-<last seq>.json.gz`:
+  one object per batch of stream records, one record per line, in the DynamoDB Streams
+  record format (as Lambda delivers it) plus `dmqEpoch`, the epoch of the store that
+  made the change (`chalicelib.metadata.epoch`). The name depends only on the batch, so
+  a retried batch overwrites its own object, while another lifetime of the store, whose
+  sequence numbers may repeat, never does; the audit jobs deduplicate by (epoch, stream
+  ARN, sequence number), for retries that split a batch differently.
 - `usage/...` and `exports/...`: see `chalicelib.service.usage` and `dmqlocal.exports`.
 
 Message bodies never reach the archive in clear text: DMQ treats every queue as
@@ -24,7 +26,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -124,26 +126,36 @@ def hour_path(moment: datetime) -> str:
     return moment.strftime("%Y/%m/%d/%H")
 
 
-def batch_key(records: list[Record]) -> str:
-    """The archive key of a batch: its table, the hour of its first change, its sequence range."""
+def region_of(record: Mapping[str, Any]) -> str:
+    """The region a record's change was made in."""
+    return str(record.get("awsRegion", "unknown"))
+
+
+def batch_key(records: list[Record], epoch: str) -> str:
+    """The archive key of a batch: its table, the hour of its first change, its store's
+    epoch and its sequence range."""
     first, last = records[0], records[-1]
-    region = str(first.get("awsRegion", "unknown"))
     lo = first.get("dynamodb", {}).get("SequenceNumber") or uuid.uuid4().hex
     hi = last.get("dynamodb", {}).get("SequenceNumber") or lo
     return (f"archive/{table_of(first)}/{hour_path(record_time(first))}/"
-            f"{region}-{lo}-{hi}.json.gz")
+            f"{region_of(first)}-{epoch}-{lo}-{hi}.json.gz")
 
 
 class StreamArchiver:
-    """Writes each batch of stream records as one archive object."""
+    """Writes each batch of stream records as one archive object, stamped with the epoch
+    of the store the batch came from (`epoch_of(region)`)."""
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, epoch_of: Callable[[str], str]) -> None:
         self._sink = sink
+        self._epoch_of = epoch_of
 
     def write_batch(self, records: list[Record]) -> str | None:
         """Archive a batch; return its key (None for an empty batch)."""
         if not records:
             return None
-        key = batch_key(records)
-        self._sink.put(key, json_lines_gz(redact_record(r) for r in records))
+        # A batch comes from one stream, so from one region's store.
+        epoch = self._epoch_of(region_of(records[0]))
+        key = batch_key(records, epoch)
+        self._sink.put(key, json_lines_gz({**redact_record(r), "dmqEpoch": epoch}
+                                          for r in records))
         return key

@@ -5,6 +5,11 @@ message_id)` where `source` is the table's stream ARN. A message sent to a queue
 one home copy; a dead-letter move makes a second (same message id, another queue);
 replication makes one per replica region (its items carry `_rseq`).
 
+Each event carries its store's `epoch` (one lifetime of the stored data). Stream
+sequence numbers, and even stream ARNs, can repeat from one epoch to the next, so
+sequence numbers are only compared within one copy (message ids are UUIDv7, so a copy
+never spans two epochs that reuse them) or joined together with the epoch.
+
 Event types:
 - `sent`: the copy was written (INSERT);
 - `received`: a claim, which raised the receive count (MODIFY);
@@ -48,9 +53,10 @@ def seq_key(column: Column) -> Column:
 
 
 def dedupe_records(records: DataFrame) -> DataFrame:
-    """One row per stream record: retried batches archive the same records again."""
+    """One row per stream record: retried batches archive the same records again. Two
+    epochs' records never merge, whatever their stream ARNs and sequence numbers."""
     return (records.withColumn("_seq", F.col("dynamodb.SequenceNumber"))
-            .dropDuplicates(["eventSourceARN", "_seq"]).drop("_seq"))
+            .dropDuplicates(["dmqEpoch", "eventSourceARN", "_seq"]).drop("_seq"))
 
 
 def events_from_records(records: DataFrame) -> DataFrame:
@@ -70,7 +76,9 @@ def events_from_records(records: DataFrame) -> DataFrame:
         records
         .where(pk.isNotNull())
         .select(
+            F.coalesce(F.col("dmqEpoch"), F.lit("")).alias("epoch"),
             F.col("eventSourceARN").alias("source"),
+            F.regexp_extract("eventSourceARN", r":table/([^/]+)", 1).alias("table"),
             F.col("awsRegion").alias("region"),
             seq_key(F.col("dynamodb.SequenceNumber")).alias("seq"),
             event_type.alias("event_type"),

@@ -4,15 +4,16 @@
 - `usage/`: usage records;
 - `exports/<table>/<region>/AWSDynamoDB/<export id>/`: table exports in DynamoDB's
   format; only the newest complete one (with `manifest-summary.json`) of each table
-  and region is read.
+  and region is read, whatever the epoch (lifetime of the store) it shows: it is what
+  the table holds now.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -45,10 +46,11 @@ class ExportInfo:
 
     table: str
     region: str
-    source: str  # the table's stream ARN, which pairs the export with its archive
+    source: str  # the table's stream ARN ("" in DynamoDB's own exports)
     export_ms: int
     folder: str  # the export's own folder (`<export prefix>/AWSDynamoDB/<export id>`)
     table_arn: str = ""
+    epoch: str = ""  # the store's epoch ("" in DynamoDB's own exports)
 
 
 def _ms(text: str) -> int:
@@ -56,8 +58,7 @@ def _ms(text: str) -> int:
 
 
 def latest_exports(spark: SparkSession, root: str) -> list[ExportInfo]:
-    """The newest complete export of each table in each region (of each of its streams: each
-    `make run` starts a fresh embedded store, whose tables reuse the names)."""
+    """The newest complete export of each table in each region."""
     pattern = f"{root.rstrip('/')}/exports/*/*/AWSDynamoDB/*/manifest-summary.json"
     try:
         rows = spark.read.schema(EXPORT_SUMMARY).option("multiLine", "true").json(pattern) \
@@ -66,34 +67,24 @@ def latest_exports(spark: SparkSession, root: str) -> list[ExportInfo]:
         if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
             return []
         raise
-    newest: dict[tuple[str, str, str], ExportInfo] = {}
+    newest: dict[tuple[str, str], ExportInfo] = {}
     for row in rows:
-        table_arn = str(row["tableArn"] or "")
-        table = table_arn.rsplit("table/", 1)[-1]
-        # DMQ's local exports name their region and stream; DynamoDB's own (on AWS) do not,
-        # and the region is then the table ARN's (arn:aws:dynamodb:<region>:...).
-        parts = table_arn.split(":")
-        region = row["dmqRegion"] or (parts[3] if len(parts) > 3 else "")
-        info = ExportInfo(table, region, row["dmqStreamArn"] or "",
-                          _ms(row["exportTime"]), str(row["_file"]).rsplit("/", 1)[0],
-                          table_arn)
-        key = (info.table, info.region, info.source)  # each run of the local store has its own
+        info = _export_info(row)
+        key = (info.table, info.region)
         if key not in newest or newest[key].export_ms < info.export_ms:
             newest[key] = info
     return sorted(newest.values(), key=lambda e: (e.table, e.region))
 
 
-def with_stream_sources(exports: list[ExportInfo], stream_arns: list[str]) -> list[ExportInfo]:
-    """Pair exports that do not name their stream (DynamoDB's own) with the newest stream
-    of their table found in the archive."""
-    paired = []
-    for e in exports:
-        if not e.source and e.table_arn:
-            streams = sorted(a for a in stream_arns if a.startswith(f"{e.table_arn}/stream/"))
-            if streams:
-                e = replace(e, source=streams[-1])
-        paired.append(e)
-    return paired
+def _export_info(row: Row) -> ExportInfo:
+    table_arn = str(row["tableArn"] or "")
+    # DMQ's local exports name their region; DynamoDB's own (on AWS) do not, and the
+    # region is then the table ARN's (arn:aws:dynamodb:<region>:...).
+    parts = table_arn.split(":")
+    region = row["dmqRegion"] or (parts[3] if len(parts) > 3 else "")
+    return ExportInfo(table_arn.rsplit("table/", 1)[-1], region, row["dmqStreamArn"] or "",
+                      _ms(row["exportTime"]), str(row["_file"]).rsplit("/", 1)[0], table_arn,
+                      row["dmqEpoch"] or "")
 
 
 def read_export_items(spark: SparkSession, exports: list[ExportInfo]) -> DataFrame:

@@ -16,6 +16,7 @@ VALUE = StructType([StructField("S", StringType()), StructField("N", StringType(
 IMAGE = MapType(StringType(), VALUE)
 
 STREAM_RECORD = StructType([
+    StructField("dmqEpoch", StringType()),  # DMQ's: the store's epoch (absent before epochs)
     StructField("awsRegion", StringType()),
     StructField("eventID", StringType()),
     StructField("eventName", StringType()),
@@ -39,6 +40,7 @@ EXPORT_SUMMARY = StructType([
     StructField("itemCount", LongType()),
     StructField("dmqRegion", StringType()),
     StructField("dmqStreamArn", StringType()),
+    StructField("dmqEpoch", StringType()),
 ])
 
 USAGE = StructType([
@@ -53,7 +55,9 @@ USAGE = StructType([
 
 # The normalised lifecycle event every lifecycle transform takes (see events.py).
 EVENT = StructType([
+    StructField("epoch", StringType()),
     StructField("source", StringType()),
+    StructField("table", StringType()),
     StructField("region", StringType()),
     StructField("seq", StringType()),
     StructField("event_type", StringType()),

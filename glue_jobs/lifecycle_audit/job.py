@@ -61,15 +61,14 @@ def run(spark: SparkSession, data: str, out: str, progress: Progress = print,
     stages = Stages(7, progress)
     stages.next("reading the stream archive")
     records = io.read_records(spark, data)
-    stages.next("rebuilding message lifecycles (deduplicated by sequence number)")
+    stages.next("rebuilding message lifecycles (deduplicated by epoch and sequence number)")
     events = events_from_records(dedupe_records(records)).persist(StorageLevel.MEMORY_AND_DISK)
     event_count = events.count()
     stages.next("reading the newest table exports")
-    streams = [r["source"] for r in events.select("source").distinct().collect()]
-    exports = io.with_stream_sources(
-        [e for e in io.latest_exports(spark, data) if e.table != queues_table], streams)
+    exports = [e for e in io.latest_exports(spark, data) if e.table != queues_table]
     export_times = spark.createDataFrame(
-        [(e.source, e.export_ms) for e in exports], "source string, export_ms long")
+        [(e.table, e.region, e.export_ms) for e in exports],
+        "table string, region string, export_ms long")
     live = t.live_copies(io.read_export_items(spark, exports))
     stages.next("finding lost messages")
     lost = t.lost_copies(events, live, export_times).cache()

@@ -2,8 +2,10 @@
 
 Definitions:
 - **lost**: a copy of a message that the archive shows written and never removed, that
-  is not live in its table's export, and that was written before the export began
-  (with a margin for clock skew; later copies are not judged by that export);
+  is not live in the newest export of its table and region, and that was written before
+  that export began (with a margin for clock skew; later copies are not judged). The
+  newest export judges the copies of every epoch: a store that kept its data across a
+  restart still holds them, and one that started empty lost them;
 - **duplicate delivery**: a receive of a copy after that copy was removed
   (`after_delete`), or a claim made while an earlier claim still held the message
   invisible (`concurrent_claim`);
@@ -28,6 +30,7 @@ MOVE_WINDOW_MS = 5_000
 EXPIRY_SLACK_MS = 1_000
 PERCENTILES = [0.5, 0.9, 0.99]
 COPY = ["source", "pk", "message_id"]
+TABLE = ["table", "region"]  # what pairs a copy with the export of its table
 
 
 def _copy_window() -> WindowSpec:
@@ -41,34 +44,37 @@ def home_events(events: DataFrame) -> DataFrame:
 
 
 def copies(events: DataFrame) -> DataFrame:
-    """One row per copy: where it lives, when it was first seen, its last event by sequence."""
-    return events.groupBy("source", "region", "pk", "queue_id", "message_id").agg(
+    """One row per copy: where it lives, when it was first seen, its last event by sequence
+    (a copy's events all come from one stream and one epoch), the epoch it was written in."""
+    return events.groupBy(*COPY, *TABLE, "queue_id").agg(
         F.min("at_ms").alias("first_ms"),
         F.expr("max_by(event_type, seq)").alias("last_event"),
         F.min("sent_ms").alias("sent_ms"),
+        F.expr("min_by(epoch, seq)").alias("epoch"),
     )
 
 
 def lost_copies(events: DataFrame, live: DataFrame, exports: DataFrame,
                 margin_ms: int = LOSS_MARGIN_MS) -> DataFrame:
-    """Copies written, never removed and not live at export time.
+    """Copies written, never removed and not live in their table's newest export.
 
-    `live` holds (source, pk, message_id) of the items in the exports (tombstones left
-    out); `exports` holds (source, export_ms), one row per exported table.
+    `live` holds (table, region, pk, message_id) of the items in the exports (tombstones
+    left out); `exports` holds (table, region, export_ms), the newest export of each.
     """
-    judged = copies(events).join(exports, "source") \
+    judged = copies(events).join(exports, TABLE) \
         .where(F.col("first_ms") < F.col("export_ms") - F.lit(margin_ms))
     open_copies = judged.where(F.col("last_event") != "removed")
+    key = [*TABLE, "pk", "message_id"]
     return (
-        open_copies.join(live.select(*COPY), COPY, "left_anti")
-        .select("queue_id", "message_id", "region", "sent_ms", "last_event")
+        open_copies.join(live.select(*key), key, "left_anti")
+        .select("queue_id", "message_id", "region", "epoch", "sent_ms", "last_event")
     )
 
 
 def unjudged_copies(events: DataFrame, exports: DataFrame,
                     margin_ms: int = LOSS_MARGIN_MS) -> DataFrame:
     """Copies no export can judge: their table has none, or they came after it."""
-    found = copies(events).join(exports, "source", "left")
+    found = copies(events).join(exports, TABLE, "left")
     return found.where(F.col("export_ms").isNull()
                        | (F.col("first_ms") >= F.col("export_ms") - F.lit(margin_ms)))
 
@@ -87,12 +93,12 @@ def removals(events: DataFrame) -> DataFrame:
         & (F.col("r.queue_id") != F.col("w_queue_id"))
         & (F.abs(F.col("w_ms") - F.col("r.at_ms")) <= MOVE_WINDOW_MS),
         "left_semi",
-    ).select("source", "seq").withColumn("_moved", F.lit(True))
+    ).select("epoch", "source", "seq").withColumn("_moved", F.lit(True))
     kind = (F.when(F.col("_moved"), F.lit("dead_lettered"))
             .when(F.col("expires_ms") <= F.col("at_ms") + EXPIRY_SLACK_MS, F.lit("expired"))
             .otherwise(F.lit("deleted")))
     return (
-        removed.join(moved, ["source", "seq"], "left")
+        removed.join(moved, ["epoch", "source", "seq"], "left")
         .select("queue_id", "message_id", "region", "seq", "at_ms", "sent_ms",
                 kind.alias("removal"))
     )
@@ -199,13 +205,14 @@ def summary(events: DataFrame, lost: DataFrame, duplicates: DataFrame,
 
 
 def live_copies(export_items: DataFrame) -> DataFrame:
-    """(source, pk, message_id) of the message items in the exports; tombstones are gone."""
+    """(table, region, pk, message_id) of the message items in the exports; tombstones
+    are gone."""
     item = F.col("item")
     return export_items.where(
         item.getItem("pk").getField("S").isNotNull()
         & item.getItem("_tomb").isNull()
     ).select(
-        "source",
+        *TABLE,
         item.getItem("pk").getField("S").alias("pk"),
         item.getItem("sk").getField("S").alias("message_id"),
     )

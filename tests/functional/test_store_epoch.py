@@ -4,9 +4,15 @@ its data is kept (a restart over the same tables) and new when the store starts 
 
 from __future__ import annotations
 
+import gzip
+import json
+from dataclasses import replace
+from pathlib import Path
+
 from chalicelib.aws import Clients
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.epoch import EPOCH_KEY, ensure_epoch, read_epoch
+from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal.embedded import EmbeddedAws
 from infra import provision
@@ -67,3 +73,22 @@ def test_a_memory_store_restart_starts_a_new_epoch(settings: Settings) -> None:
     first, second = _memory_store_run(settings), _memory_store_run(settings)
     # THEN each lifetime of the data has its own epoch
     assert first != second
+
+
+def test_the_archive_stamps_each_record_and_key_with_its_store_epoch(
+        aws: Clients, settings: Settings, tmp_path: Path) -> None:
+    # GIVEN the runtime archiving into a data folder
+    runtime = Runtime(replace(settings, data_dir=str(tmp_path)))
+    archiver = runtime.archiver()
+    assert archiver is not None
+    record = {"eventName": "INSERT", "awsRegion": "us-east-1",
+              "eventSourceARN": "arn:aws:dynamodb:us-east-1:0:table/dmq-messages/stream/1",
+              "dynamodb": {"SequenceNumber": "7", "ApproximateCreationDateTime": 1.0,
+                           "Keys": {"pk": {"S": "q#0"}, "sk": {"S": "m1"}}}}
+    # WHEN a batch is archived
+    key = archiver.write_batch([record])
+    # THEN its key and its record name the epoch of the store the batch came from
+    epoch = read_epoch(aws.dynamodb, CONTROL)
+    assert key is not None and key.endswith(f"/us-east-1-{epoch}-7-7.json.gz")
+    (line,) = gzip.decompress((tmp_path / key).read_bytes()).splitlines()
+    assert json.loads(line)["dmqEpoch"] == epoch

@@ -1,7 +1,7 @@
 """GIVEN tables in the embedded store WHEN the local server exports them THEN each export
 is in DynamoDB's export format (data parts, then manifest-files.json, then
-manifest-summary.json), holds no message body in clear, waits for the archive, and only
-the newest exports are kept."""
+manifest-summary.json), names the store's epoch, holds no message body in clear, waits
+for the archive, and only the newest exports of each table are kept, whatever their epoch."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from chalicelib.metadata.epoch import read_epoch
 from dmqlocal.exports import KEEP_EXPORTS, ExportTarget, TableExporter
 from infra import provision
 
 TABLE = "dmq-messages"
+CONTROL = "dmq-control"
 
 
 @pytest.fixture
@@ -35,13 +37,17 @@ def dynamodb() -> Iterator[Any]:
         yield client
 
 
+def _target(dynamodb: Any) -> ExportTarget:
+    return ExportTarget("eu-west-1", TABLE, dynamodb, CONTROL)
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
 
 
 def test_an_export_is_in_dynamodb_format_and_redacted(dynamodb: Any, tmp_path: Path) -> None:
     waited: list[float] = []
-    exporter = TableExporter(tmp_path, [ExportTarget("eu-west-1", TABLE, dynamodb)],
+    exporter = TableExporter(tmp_path, [_target(dynamodb)],
                              caught_up=lambda since: waited.append(since) or True)
     [folder] = exporter.export_all()
     assert folder.parent == tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB"
@@ -50,6 +56,7 @@ def test_an_export_is_in_dynamodb_format_and_redacted(dynamodb: Any, tmp_path: P
     assert summary["tableArn"] == described["TableArn"]
     assert summary["dmqStreamArn"] == described["LatestStreamArn"]
     assert summary["dmqRegion"] == "eu-west-1" and summary["itemCount"] == 3
+    assert summary["dmqEpoch"] == read_epoch(dynamodb, CONTROL) is not None
     assert summary["s3Prefix"] == f"exports/{TABLE}/eu-west-1"
     assert summary["outputFormat"] == "DYNAMODB_JSON" and summary["exportType"] == "FULL_EXPORT"
     manifest = [json.loads(line) for line in
@@ -65,21 +72,22 @@ def test_an_export_is_in_dynamodb_format_and_redacted(dynamodb: Any, tmp_path: P
 
 
 def test_only_the_newest_exports_are_kept(dynamodb: Any, tmp_path: Path) -> None:
-    exporter = TableExporter(tmp_path, [ExportTarget("eu-west-1", TABLE, dynamodb)])
+    exporter = TableExporter(tmp_path, [_target(dynamodb)])
     written = [exporter.export_all()[0] for _ in range(KEEP_EXPORTS + 2)]
     kept = sorted((tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB").iterdir())
     assert kept == written[-KEEP_EXPORTS:]
 
 
-def test_exports_of_an_earlier_run_are_kept(dynamodb: Any, tmp_path: Path) -> None:
-    # GIVEN an export left by an earlier run of the local store (another stream)
+def test_exports_of_an_earlier_epoch_are_pruned_like_any_other(dynamodb: Any,
+                                                               tmp_path: Path) -> None:
+    # GIVEN an export left by an earlier lifetime of the store (another epoch and stream)
     earlier = tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB" / "00000000T000000-old"
     earlier.mkdir(parents=True)
-    (earlier / "manifest-summary.json").write_text(json.dumps({"dmqStreamArn": "earlier"}))
-    # WHEN this run exports more often than it keeps
-    exporter = TableExporter(tmp_path, [ExportTarget("eu-west-1", TABLE, dynamodb)])
-    for _ in range(KEEP_EXPORTS + 1):
-        exporter.export_all()
-    # THEN the earlier run's export is still there, beside this run's newest
-    kept = list((tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB").iterdir())
-    assert earlier in kept and len(kept) == KEEP_EXPORTS + 1
+    (earlier / "manifest-summary.json").write_text(
+        json.dumps({"dmqStreamArn": "earlier", "dmqEpoch": "e-earlier"}))
+    # WHEN this run exports as often as it keeps
+    exporter = TableExporter(tmp_path, [_target(dynamodb)])
+    written = [exporter.export_all()[0] for _ in range(KEEP_EXPORTS)]
+    # THEN only this run's newest are kept: the newest export judges every epoch's messages
+    kept = sorted((tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB").iterdir())
+    assert kept == written

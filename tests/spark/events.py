@@ -8,12 +8,15 @@ from glue_jobs.common.events import SEQ_WIDTH
 from glue_jobs.common.schemas import EVENT
 
 SOURCE = "arn:aws:dynamodb:r1:000000000000:table/dmq-messages/stream/1"
+TABLE = "dmq-messages"
+EPOCH = "e1"
 QUEUE = "000000000000/orders"
 DAY_MS = 86_400_000
 
 
 class Events:
-    """Builds events with increasing sequence numbers."""
+    """Builds events with increasing sequence numbers (or the given one, after which the
+    numbers go on from there: a new epoch of the store can start over)."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
@@ -24,11 +27,12 @@ class Events:
             old_rc: int | None = None, new_rc: int | None = None,
             old_visible_at: int | None = None, group: str | None = None,
             group_seq: str | None = None, rseq: str | None = None,
-            expires: int | None = None) -> Events:
-        self._seq += 1
+            expires: int | None = None, epoch: str = EPOCH, seq: int | None = None) -> Events:
+        self._seq = self._seq + 1 if seq is None else seq
         sent_ms = at if sent is None else sent
+        table = source.split(":table/", 1)[1].split("/", 1)[0]
         self.rows.append((
-            source, region, str(self._seq).rjust(SEQ_WIDTH, "0"), kind, at, queue,
+            epoch, source, table, region, str(self._seq).rjust(SEQ_WIDTH, "0"), kind, at, queue,
             f"{queue}#0", message, sent_ms, expires or sent_ms + 4 * DAY_MS,
             old_rc, new_rc, old_visible_at, group, group_seq, rseq,
         ))

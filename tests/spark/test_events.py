@@ -19,13 +19,14 @@ PK = {"S": "000000000000/orders#0"}
 
 
 def _record(seq: int, name: str, at: float, new: dict[str, Any] | None = None,
-            old: dict[str, Any] | None = None) -> dict[str, Any]:
+            old: dict[str, Any] | None = None, message: str = "m1") -> dict[str, Any]:
+    sk = {"S": message}
     stream: dict[str, Any] = {"ApproximateCreationDateTime": at, "SequenceNumber": str(seq),
-                              "Keys": {"pk": PK, "sk": {"S": "m1"}}}
+                              "Keys": {"pk": PK, "sk": sk}}
     if new is not None:
-        stream["NewImage"] = {"pk": PK, "sk": {"S": "m1"}, **new}
+        stream["NewImage"] = {"pk": PK, "sk": sk, **new}
     if old is not None:
-        stream["OldImage"] = {"pk": PK, "sk": {"S": "m1"}, **old}
+        stream["OldImage"] = {"pk": PK, "sk": sk, **old}
     return {"eventName": name, "awsRegion": "us-east-1", "eventSourceARN": ARN,
             "dynamodb": stream}
 
@@ -40,9 +41,13 @@ CLAIMED = {**SENT, "visible_at": _n(32_000), "rc": _n(1), "rcv": _n(2_000)}
 RELEASED = {**CLAIMED, "visible_at": _n(2_500)}
 
 
+def _archiver(root: Path, epoch: str = "e1") -> StreamArchiver:
+    return StreamArchiver(DirectorySink(root), lambda region: epoch)
+
+
 def test_records_become_lifecycle_events_and_retries_count_once(spark: Any,
                                                                   tmp_path: Path) -> None:
-    archiver = StreamArchiver(DirectorySink(tmp_path))
+    archiver = _archiver(tmp_path)
     batch = [
         _record(100, "INSERT", 1.0, new=SENT),
         _record(101, "MODIFY", 2.0, new=CLAIMED, old=SENT),
@@ -72,7 +77,7 @@ def test_records_become_lifecycle_events_and_retries_count_once(spark: Any,
 
 
 def test_the_archive_holds_no_clear_text_body(tmp_path: Path) -> None:
-    archiver = StreamArchiver(DirectorySink(tmp_path))
+    archiver = _archiver(tmp_path)
     archiver.write_batch([_record(100, "INSERT", 1.0, new=SENT)])
     import gzip
 
@@ -80,6 +85,32 @@ def test_the_archive_holds_no_clear_text_body(tmp_path: Path) -> None:
     text = gzip.decompress(path.read_bytes()).decode()
     assert "secret order" not in text
     assert '"body_sha256"' in text and '"body_size":{"N":"12"}' in text
+
+
+def test_two_epochs_with_colliding_sequence_numbers_never_merge(spark: Any,
+                                                                tmp_path: Path) -> None:
+    # GIVEN a memory-store run archives m1's life, then the store restarts empty and the
+    # next run's stream (same ARN) numbers m2's changes from the same sequence numbers
+    first = [_record(100, "INSERT", 1.0, new=SENT), _record(101, "MODIFY", 2.0, new=CLAIMED,
+                                                           old=SENT)]
+    second = [_record(100, "INSERT", 5.0, new=SENT, message="m2"),
+              _record(101, "REMOVE", 6.0, old=SENT, message="m2")]
+    keys = {_archiver(tmp_path, "e1").write_batch(first),
+            _archiver(tmp_path, "e2").write_batch(second)}
+    # AND the second run retries part of its batch with other bounds (an overlapping object)
+    _archiver(tmp_path, "e2").write_batch(second[1:])
+    # THEN each run has its own archive object: the second did not overwrite the first
+    assert len(keys) == 2 and len(list(tmp_path.rglob("*.json.gz"))) == 3
+    # AND deduplication keeps every change of both runs, once each
+    events = events_from_records(dedupe_records(io.read_records(spark, str(tmp_path))))
+    assertDataFrameEqual(
+        events.select("epoch", "table", "message_id", "event_type"),
+        rows({"epoch": "e1", "table": "dmq-messages", "message_id": "m1", "event_type": "sent"},
+             {"epoch": "e1", "table": "dmq-messages", "message_id": "m1",
+              "event_type": "received"},
+             {"epoch": "e2", "table": "dmq-messages", "message_id": "m2", "event_type": "sent"},
+             {"epoch": "e2", "table": "dmq-messages", "message_id": "m2",
+              "event_type": "removed"}))
 
 
 def test_a_replication_tombstone_is_a_removal(spark: Any) -> None:

@@ -8,18 +8,20 @@ from typing import Any
 from pyspark.testing import assertDataFrameEqual
 
 from glue_jobs.lifecycle_audit import transforms as t
-from tests.spark.events import QUEUE, SOURCE, Events, rows
+from tests.spark.events import QUEUE, TABLE, Events, rows
 
 EXPORT_MS = 100_000
-LIVE_SCHEMA = "source string, pk string, message_id string"
+LIVE_SCHEMA = "table string, region string, pk string, message_id string"
+EXPORTS_SCHEMA = "table string, region string, export_ms long"
 
 
-def _exports(spark: Any) -> Any:
-    return spark.createDataFrame([(SOURCE, EXPORT_MS)], "source string, export_ms long")
+def _exports(spark: Any, export_ms: int = EXPORT_MS) -> Any:
+    return spark.createDataFrame([(TABLE, "r1", export_ms)], EXPORTS_SCHEMA)
 
 
 def _live(spark: Any, *messages: str) -> Any:
-    return spark.createDataFrame([(SOURCE, f"{QUEUE}#0", m) for m in messages], LIVE_SCHEMA)
+    return spark.createDataFrame([(TABLE, "r1", f"{QUEUE}#0", m) for m in messages],
+                                 LIVE_SCHEMA)
 
 
 def _clean(spark: Any) -> Events:
@@ -46,8 +48,8 @@ def test_a_message_neither_live_nor_removed_is_lost(spark: Any) -> None:
     # WHEN the audit compares the archive with the export THEN exactly c is lost
     lost = t.lost_copies(events, _live(spark, "b"), _exports(spark))
     assertDataFrameEqual(
-        lost, rows({"queue_id": QUEUE, "message_id": "c", "region": "r1", "sent_ms": 4_000,
-                    "last_event": "received"}))
+        lost, rows({"queue_id": QUEUE, "message_id": "c", "region": "r1", "epoch": "e1",
+                    "sent_ms": 4_000, "last_event": "received"}))
 
 
 def test_a_copy_written_after_the_export_is_not_judged(spark: Any) -> None:
@@ -61,7 +63,7 @@ def test_a_copy_written_after_the_export_is_not_judged(spark: Any) -> None:
 
 def test_a_table_without_export_judges_nothing(spark: Any) -> None:
     events = _clean(spark).frame(spark)
-    none = spark.createDataFrame([], "source string, export_ms long")
+    none = spark.createDataFrame([], EXPORTS_SCHEMA)
     assert t.lost_copies(events, _live(spark), none).count() == 0
     assert t.unjudged_copies(events, none).count() == 3
 
