@@ -15,25 +15,31 @@ DAY_MS = 86_400_000
 
 
 class Events:
-    """Builds events with increasing sequence numbers (or the given one, after which the
-    numbers go on from there: a new epoch of the store can start over)."""
+    """Builds events with increasing sequence numbers, in one epoch of the store."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
         self._seq = 0
+        self._epoch = EPOCH
+
+    def restart_empty(self, epoch: str) -> Events:
+        """The store restarts empty (the memory store): a new epoch, whose stream numbers
+        its changes from the start again."""
+        self._epoch, self._seq = epoch, 0
+        return self
 
     def add(self, kind: str, message: str, at: int, *, queue: str = QUEUE,
             source: str = SOURCE, region: str = "r1", sent: int | None = None,
             old_rc: int | None = None, new_rc: int | None = None,
             old_visible_at: int | None = None, group: str | None = None,
             group_seq: str | None = None, rseq: str | None = None,
-            expires: int | None = None, epoch: str = EPOCH, seq: int | None = None) -> Events:
-        self._seq = self._seq + 1 if seq is None else seq
+            expires: int | None = None) -> Events:
+        self._seq += 1
         sent_ms = at if sent is None else sent
         table = source.split(":table/", 1)[1].split("/", 1)[0]
         self.rows.append((
-            epoch, source, table, region, str(self._seq).rjust(SEQ_WIDTH, "0"), kind, at, queue,
-            f"{queue}#0", message, sent_ms, expires or sent_ms + 4 * DAY_MS,
+            self._epoch, source, table, region, str(self._seq).rjust(SEQ_WIDTH, "0"), kind, at,
+            queue, f"{queue}#0", message, sent_ms, expires or sent_ms + 4 * DAY_MS,
             old_rc, new_rc, old_visible_at, group, group_seq, rseq,
         ))
         return self

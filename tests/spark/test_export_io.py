@@ -1,6 +1,6 @@
 """GIVEN table exports in DynamoDB's export format, as DMQ's local server writes them or as
 DynamoDB's export to S3 writes them WHEN the audit reads them THEN it finds the newest
-complete export of each table and region, and pairs it with the table's stream."""
+complete export of each table and region, whatever the epoch of the store it shows."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ TABLE = "arn:aws:dynamodb:eu-west-1:111122223333:table/dmq-messages"
 
 
 def _export(root: Path, export_id: str, when: str, items: list[str], *,
-            dmq: bool = True, complete: bool = True, stream: str = "local") -> None:
+            dmq: bool = True, complete: bool = True, stream: str = "local",
+            epoch: str = "e1") -> None:
     folder = root / "exports" / "dmq-messages" / "eu-west-1" / "AWSDynamoDB" / export_id
     (folder / "data").mkdir(parents=True)
     lines = "".join(json.dumps({"Item": {"pk": {"S": "q#0"}, "sk": {"S": f"m#{i}"}}}) + "\n"
@@ -29,7 +30,8 @@ def _export(root: Path, export_id: str, when: str, items: list[str], *,
         "itemCount": len(items), "outputFormat": "DYNAMODB_JSON",
     }
     if dmq:
-        summary |= {"dmqRegion": "eu-west-1", "dmqStreamArn": f"{TABLE}/stream/{stream}"}
+        summary |= {"dmqRegion": "eu-west-1", "dmqStreamArn": f"{TABLE}/stream/{stream}",
+                    "dmqEpoch": epoch}
     if complete:
         (folder / "manifest-summary.json").write_text(json.dumps(summary))
 
@@ -46,28 +48,23 @@ def test_the_newest_complete_export_is_read_and_an_unfinished_one_ignored(
     assert sorted(r["item"]["sk"]["S"] for r in items) == ["m#a", "m#b"]
 
 
-def test_each_run_of_the_local_store_has_its_newest_export_read(spark: Any,
-                                                                 tmp_path: Path) -> None:
-    # GIVEN exports of two runs: the same table name, two streams
-    _export(tmp_path, "01-run1", "2026-01-01T10:00:00.000Z", ["a"], stream="run1")
-    _export(tmp_path, "02-run2", "2026-01-02T10:00:00.000Z", ["b"], stream="run2")
-    _export(tmp_path, "03-run2", "2026-01-02T10:05:00.000Z", ["b", "c"], stream="run2")
+def test_the_newest_export_is_read_whatever_its_epoch(spark: Any, tmp_path: Path) -> None:
+    # GIVEN exports of two lifetimes of the store: the same table name, two epochs
+    _export(tmp_path, "01-run1", "2026-01-01T10:00:00.000Z", ["a"], stream="run1", epoch="e1")
+    _export(tmp_path, "02-run2", "2026-01-02T10:00:00.000Z", ["b"], stream="run2", epoch="e2")
+    _export(tmp_path, "03-run2", "2026-01-02T10:05:00.000Z", ["b", "c"], stream="run2",
+            epoch="e2")
     exports = io.latest_exports(spark, str(tmp_path))
-    # THEN each run's messages are judged by that run's newest export
-    assert sorted((e.source.rsplit("/", 1)[-1], e.folder.rsplit("/", 1)[-1]) for e in exports) \
-        == [("run1", "01-run1"), ("run2", "03-run2")]
+    # THEN only the newest is read: it is what the table holds now, for every epoch
+    assert [(e.epoch, e.folder.rsplit("/", 1)[-1]) for e in exports] == [("e2", "03-run2")]
 
 
-def test_a_dynamodb_export_takes_its_region_from_the_table_and_its_stream_from_the_archive(
-        spark: Any, tmp_path: Path) -> None:
+def test_a_dynamodb_export_takes_its_region_from_the_table(spark: Any, tmp_path: Path) -> None:
     # GIVEN an export made by DynamoDB itself: no DMQ fields in its summary
     _export(tmp_path, "01ABC", "2026-01-01T10:00:00.000Z", ["a"], dmq=False)
     exports = io.latest_exports(spark, str(tmp_path))
-    assert [(e.region, e.source) for e in exports] == [("eu-west-1", "")]
-    # WHEN it is paired with the streams seen in the archive
-    streams = [f"{TABLE}/stream/2026-01-01T00:00:00.000", f"{TABLE}/stream/2025-06-01T00:00:00.000",
-               "arn:aws:dynamodb:eu-west-1:111122223333:table/dmq-messages-c2/stream/x"]
-    paired = io.with_stream_sources(exports, streams)
-    # THEN it is that table's newest stream
-    assert [e.source for e in paired] == [f"{TABLE}/stream/2026-01-01T00:00:00.000"]
-    assert [r["item"]["sk"]["S"] for r in io.read_export_items(spark, paired).collect()] == ["m#a"]
+    # THEN its table and region come from the table ARN
+    assert [(e.table, e.region, e.source, e.epoch) for e in exports] == [
+        ("dmq-messages", "eu-west-1", "", "")]
+    assert [r["item"]["sk"]["S"] for r in io.read_export_items(spark, exports).collect()] == [
+        "m#a"]

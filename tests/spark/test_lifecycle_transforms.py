@@ -68,6 +68,52 @@ def test_a_table_without_export_judges_nothing(spark: Any) -> None:
     assert t.unjudged_copies(events, none).count() == 3
 
 
+def _before_restart() -> Events:
+    """Epoch e1: a deleted; b received and never deleted; c sent and never received."""
+    events = Events().lifecycle("a", 1_000, 2_000, 3_000)
+    events.lifecycle("b", 1_500, 2_500, None)
+    return events.add("sent", "c", 4_000)
+
+
+def test_a_memory_store_restart_loses_what_was_not_deleted(spark: Any) -> None:
+    # GIVEN the memory store restarts empty after epoch e1; epoch e2 numbers its stream
+    # from the start again: d is sent and deleted, e sent, f sent just before the export
+    events = _before_restart().restart_empty("e2").lifecycle("d", 50_000, 51_000, 52_000)
+    events.add("sent", "e", 53_000).add("sent", "f", EXPORT_MS - 500)
+    frame = events.frame(spark)
+    # WHEN the newest export (epoch e2) holds only e and f
+    lost = t.lost_copies(frame, _live(spark, "e", "f"), _exports(spark))
+    # THEN exactly b and c, acknowledged in e1 and never deleted, are lost
+    assertDataFrameEqual(lost.select("message_id", "epoch", "last_event"), rows(
+        {"message_id": "b", "epoch": "e1", "last_event": "received"},
+        {"message_id": "c", "epoch": "e1", "last_event": "sent"}))
+    # AND only f, written after the export began, is not judged
+    assert [r["message_id"] for r in t.unjudged_copies(frame, _exports(spark)).collect()] \
+        == ["f"]
+
+
+def test_a_persistent_store_restart_keeps_every_message_live(spark: Any) -> None:
+    # GIVEN a store that kept its data across a restart: the same epoch, its stream numbers
+    # going on, and d sent after the restart
+    events = _before_restart().add("sent", "d", 50_000).frame(spark)
+    # WHEN the newest export, written after the restart, holds b, c and d
+    lost = t.lost_copies(events, _live(spark, "b", "c", "d"), _exports(spark))
+    # THEN nothing is lost
+    assert lost.count() == 0
+
+
+def test_removals_of_two_epochs_with_colliding_sequence_numbers_stay_apart(spark: Any) -> None:
+    # GIVEN in e1 "moved" is dead-lettered by its third change; in e2 "gone" is deleted by
+    # its own third change, with the same sequence number on the same stream
+    events = Events().lifecycle("moved", 1_000, 2_000, 9_000)
+    events.add("sent", "moved", 9_000, sent=1_000, queue="000000000000/orders-dlq")
+    events.restart_empty("e2").lifecycle("gone", 20_000, 21_000, 22_000)
+    found = t.removals(events.frame(spark)).select("message_id", "removal")
+    # THEN each removal is classified by its own epoch's changes
+    assertDataFrameEqual(found, rows({"message_id": "moved", "removal": "dead_lettered"},
+                                     {"message_id": "gone", "removal": "deleted"}))
+
+
 def test_a_receive_after_the_delete_is_a_duplicate_delivery(spark: Any) -> None:
     events = _clean(spark).add("received", "a", 3_500, sent=1_000, old_rc=1, new_rc=2,
                                old_visible_at=3_000).frame(spark)
