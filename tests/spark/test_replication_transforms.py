@@ -7,12 +7,14 @@ from typing import Any
 
 from pyspark.testing import assertDataFrameEqual
 
-from glue_jobs.common.schemas import IMAGE
+from glue_jobs.common.schemas import EVENT, IMAGE
 from glue_jobs.replication_audit import transforms as t
 from tests.spark.events import Events, rows
 
 QUEUE = "000000000000/orders"
 EXPORT_MS = 100_000
+SEQ = EVENT.fieldNames().index("seq")
+REPLICA = "arn:aws:dynamodb:r2:000000000000:table/dmq-messages/stream/1"
 
 
 def _item(message: str, sent: int = 1_000, body: str = "aa", **extra: Any) -> dict[str, Any]:
@@ -66,13 +68,26 @@ def test_items_newer_than_the_grace_period_and_unreplicated_queues_are_skipped(
 
 def test_lag_is_the_time_from_the_home_change_to_the_replica_change(spark: Any) -> None:
     events = Events().add("sent", "a", 1_000).add("sent", "b", 2_000)
-    home_seqs = [row[2] for row in events.rows]
-    replica = "arn:aws:dynamodb:r2:000000000000:table/dmq-messages/stream/1"
-    events.add("sent", "a", 1_250, source=replica, region="r2", rseq=home_seqs[0])
-    events.add("sent", "b", 3_000, source=replica, region="r2", rseq=home_seqs[1])
+    home_seqs = [row[SEQ] for row in events.rows]
+    events.add("sent", "a", 1_250, source=REPLICA, region="r2", rseq=home_seqs[0])
+    events.add("sent", "b", 3_000, source=REPLICA, region="r2", rseq=home_seqs[1])
     lags = t.replication_lag(events.frame(spark))
     assertDataFrameEqual(lags, rows({"home": "r1", "replica": "r2", "lag_ms": 250},
                                     {"home": "r1", "replica": "r2", "lag_ms": 1_000}))
     summary = t.lag_summary(lags).first()
     assert summary is not None
     assert (summary["changes"], summary["lag_ms_p50"], summary["lag_ms_max"]) == (2, 250, 1_000)
+
+
+def test_lag_never_pairs_changes_of_two_epochs(spark: Any) -> None:
+    # GIVEN a is sent and replicated; then the store restarts empty, and b's send and its
+    # replication reuse the first epoch's sequence numbers on both streams
+    events = Events().add("sent", "a", 1_000)
+    events.add("sent", "a", 1_250, source=REPLICA, region="r2", rseq=events.rows[0][SEQ])
+    events.restart_empty("e2").add("sent", "b", 50_000)
+    events.add("sent", "b", 50_400, source=REPLICA, region="r2", rseq=events.rows[2][SEQ])
+    assert events.rows[0][SEQ] == events.rows[2][SEQ]
+    # THEN each replica change is paired with its own home change only
+    assertDataFrameEqual(t.replication_lag(events.frame(spark)),
+                         rows({"home": "r1", "replica": "r2", "lag_ms": 250},
+                              {"home": "r1", "replica": "r2", "lag_ms": 400}))

@@ -43,3 +43,13 @@ def test_top_talkers_per_hour(spark: Any) -> None:
         {"hour": "2026-01-01T10", "rank": 1, "queue": "111/a", "requests": 10},
         {"hour": "2026-01-01T11", "rank": 1, "queue": "222/c", "requests": 1},
     ))
+
+
+def test_flushes_of_two_server_runs_add_up_and_never_merge(spark: Any) -> None:
+    # GIVEN two runs of the server (two epochs of the store) each flushed the same counts
+    # for the same minute: each flush is its own object, read as its own rows
+    row = ("111", "111/a", "SendMessage", "2026-01-01T10:00", 3, 300, 3)
+    usage = spark.createDataFrame([row, row], USAGE)
+    # THEN the minute holds both runs' requests
+    assertDataFrameEqual(t.per_minute(usage).select("requests", "bytes", "billing_units"),
+                         rows({"requests": 6, "bytes": 600, "billing_units": 6}))

@@ -110,3 +110,16 @@ def test_a_failing_sink_never_fails_a_request_and_is_not_retried_on_every_one() 
     meter.record("111", "111/a", "SendMessage", 5)
     assert attempts[0] == 2 and meter.pending() == 0
     assert sum(r["requests"] for r in sink.rows()) == 5
+
+
+def test_two_server_runs_flushing_the_same_second_never_overwrite_each_other() -> None:
+    # GIVEN two runs of the server (a restart: two lifetimes of the store) share a sink
+    # and flush the same counts at the same moment
+    sink, clock = MemorySink(), FakeClock(start_ms=1_800_000_000_000)
+    for _ in range(2):
+        meter = UsageMeter(sink, clock, flush_interval_s=60)
+        meter.record("111", "111/a", "SendMessage", 10)
+        meter.flush()
+    # THEN each flush is its own object, so the report adds both runs' requests
+    assert len(sink.objects) == 2
+    assert sum(r["requests"] for r in sink.rows()) == 2
