@@ -30,6 +30,7 @@ from glue_jobs.lifecycle_audit import transforms as t
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / ".dmq" / "audit-bench.json"
 SOURCE = "arn:aws:dynamodb:us-east-1:000000000000:table/dmq-messages/stream/bench"
+TABLE = "dmq-messages"
 EVENTS_PER_MESSAGE = 3.09  # sent + received + removed, one in ten received twice, 1% live
 START_MS = 1_800_000_000_000
 
@@ -72,7 +73,8 @@ def synthetic_events(spark: SparkSession, events: int) -> tuple[DataFrame, DataF
     e = m.select("*", F.explode(kinds).alias("e")).where(
         ((F.col("e.k") != 2) | F.col("crashed")) & ((F.col("e.k") != 3) | ~F.col("live")))
     frame = e.select(
-        F.lit(SOURCE).alias("source"), F.lit("us-east-1").alias("region"),
+        F.lit("").alias("epoch"), F.lit(SOURCE).alias("source"),
+        F.lit(TABLE).alias("table"), F.lit("us-east-1").alias("region"),
         F.lpad((F.col("id") * 4 + F.col("e.k")).cast("string"), SEQ_WIDTH, "0").alias("seq"),
         F.col("e.event_type").alias("event_type"), F.col("e.at_ms").alias("at_ms"),
         "queue_id", F.concat(F.col("queue_id"), F.lit("#0")).alias("pk"), "message_id",
@@ -81,7 +83,8 @@ def synthetic_events(spark: SparkSession, events: int) -> tuple[DataFrame, DataF
         F.col("e.old_visible_at").alias("old_visible_at"), "group_id",
         F.lit(None).cast("string").alias("group_seq"), F.lit(None).cast("string").alias("rseq"),
     )
-    live = m.where("live").select(F.lit(SOURCE).alias("source"),
+    live = m.where("live").select(F.lit(TABLE).alias("table"),
+                                  F.lit("us-east-1").alias("region"),
                                   F.concat(F.col("queue_id"), F.lit("#0")).alias("pk"),
                                   "message_id")
     return frame, live
@@ -94,7 +97,8 @@ def measure(spark: SparkSession, events: int) -> dict[str, Any]:
     live = live.persist(StorageLevel.MEMORY_AND_DISK)
     count = frame.count()
     live.count()
-    exports = spark.createDataFrame([(SOURCE, START_MS * 2)], "source string, export_ms long")
+    exports = spark.createDataFrame([(TABLE, "us-east-1", START_MS * 2)],
+                                    "table string, region string, export_ms long")
     started = time.perf_counter()
     lost = t.lost_copies(frame, live, exports)
     figures = t.summary(frame, lost, t.duplicate_deliveries(frame),
