@@ -8,6 +8,7 @@ from chalicelib.aws import Clients
 from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
@@ -108,9 +109,10 @@ class Runtime:
     def _build(self, settings: Settings, region: str) -> tuple[Services, Backend]:
         clients = Clients(settings, region)
         bodies = BodyStore(clients.s3, settings.bodies_bucket)
+        counters = ShardCounters(clients.dynamodb, settings.control_table)
         stores = ClusterStores({
             cluster: DynamoMessageStore(clients.dynamodb, settings.cluster_table(cluster), bodies,
-                                        settings.inline_body_limit)
+                                        settings.inline_body_limit, counters)
             for cluster in settings.clusters
         })
         repo = QueueRepository(
