@@ -64,7 +64,7 @@ class Runtime:
     def replicator(self) -> Replicator:
         """Applies this deployment's stream records to replica regions."""
         return Replicator(self.backend, self.health, self._clock, self.settings.queues_table,
-                          self.lag)
+                          self.lag, self.settings.control_table)
 
     def archive_sink(self) -> Sink | None:
         """Where audit records go: the archive bucket, else the data folder, else nowhere.

@@ -75,7 +75,8 @@ class ShardCounters:
                 result = self._db.batch_get_item(RequestItems={self.table: {"Keys": keys}})
             total += sum(int(i["n"]["N"]) for i in result["Responses"].get(self.table, [])
                          if "n" in i)
-            keys = list(result.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", []))
+            left: dict[str, Any] = dict(result.get("UnprocessedKeys", {}))
+            keys = list(left.get(self.table, {}).get("Keys", []))
             if not keys:
                 return max(0, total)
         raise StoreError("counter reads kept coming back unprocessed")
