@@ -229,13 +229,13 @@ def _local_index_items(table: Any, args: dict[str, Any]) -> list[Any] | None:
     local = {index.name: index for index in (table.indexes or [])}
     if not index_name or index_name not in local or hash_key is None or not table.range_key_attr:
         return None
-    rows = table.items.get(hash_key)
-    items = list(rows.values()) if rows else []
     ranges = [k["AttributeName"] for k in local[index_name].schema if k["KeyType"] == "RANGE"]
-    limit, comparison = args.get("limit"), args.get("range_comparison")
     above = _lower_bound_items(table, index_name, ranges, hash_key, args)
     if above is not None:
         return above
+    rows = table.items.get(hash_key)
+    items = list(rows.values()) if rows else []
+    limit, comparison = args.get("limit"), args.get("range_comparison")
     if (len(ranges) != 1 or not limit or not comparison or args.get("filter_kwargs")
             or args.get("scan_index_forward") is False):
         return items
