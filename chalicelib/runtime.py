@@ -8,6 +8,7 @@ from chalicelib.aws import Clients
 from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
@@ -64,7 +65,7 @@ class Runtime:
     def replicator(self) -> Replicator:
         """Applies this deployment's stream records to replica regions."""
         return Replicator(self.backend, self.health, self._clock, self.settings.queues_table,
-                          self.lag)
+                          self.lag, self.settings.control_table)
 
     def archive_sink(self) -> Sink | None:
         """Where audit records go: the archive bucket, else the data folder, else nowhere.
@@ -122,9 +123,10 @@ class Runtime:
         clients = Clients(settings, region)
         bodies = (FolderBodyStore(settings.bodies_dir) if settings.bodies_dir
                   else BodyStore(clients.s3, settings.bodies_bucket))
+        counters = ShardCounters(clients.dynamodb, settings.control_table)
         stores = ClusterStores({
             cluster: DynamoMessageStore(clients.dynamodb, settings.cluster_table(cluster), bodies,
-                                        settings.inline_body_limit)
+                                        settings.inline_body_limit, counters)
             for cluster in settings.clusters
         })
         repo = QueueRepository(

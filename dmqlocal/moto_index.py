@@ -59,6 +59,24 @@ class PartitionIndex:
         must hold for a prefix of the order (an upper bound: `<` or `<=`)."""
         position = 0 if after is None else bisect.bisect_right(
             self.entries, (after, float("inf")))
+        return self._collect(position, count, within)
+
+    def above(
+        self, bound: Decimal, inclusive: bool, count: int | None, after: Key | None
+    ) -> list[Any]:
+        """Up to `count` (None: every) items past `after` whose numeric index key is above
+        `bound` (or at it, if `inclusive`): a lower bound starts by bisection, so a read
+        of the hidden messages never walks the visible ones."""
+        cut = bisect.bisect_left if inclusive else bisect.bisect_right
+        position = cut(self.entries, bound, key=lambda entry: entry[0][0])
+        if after is not None:
+            position = max(position, bisect.bisect_right(self.entries, (after, float("inf"))))
+        return self._collect(position, len(self.entries) if count is None else count,
+                             lambda _: True)
+
+    def _collect(
+        self, position: int, count: int, within: Callable[[Decimal], bool]
+    ) -> list[Any]:
         found: list[Any] = []
         stale: list[int] = []
         seen: set[int] = set()

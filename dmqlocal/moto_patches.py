@@ -229,9 +229,12 @@ def _local_index_items(table: Any, args: dict[str, Any]) -> list[Any] | None:
     local = {index.name: index for index in (table.indexes or [])}
     if not index_name or index_name not in local or hash_key is None or not table.range_key_attr:
         return None
+    ranges = [k["AttributeName"] for k in local[index_name].schema if k["KeyType"] == "RANGE"]
+    above = _lower_bound_items(table, index_name, ranges, hash_key, args)
+    if above is not None:
+        return above
     rows = table.items.get(hash_key)
     items = list(rows.values()) if rows else []
-    ranges = [k["AttributeName"] for k in local[index_name].schema if k["KeyType"] == "RANGE"]
     limit, comparison = args.get("limit"), args.get("range_comparison")
     if (len(ranges) != 1 or not limit or not comparison or args.get("filter_kwargs")
             or args.get("scan_index_forward") is False):
@@ -241,6 +244,22 @@ def _local_index_items(table: Any, args: dict[str, Any]) -> list[Any] | None:
         view = moto_index.partition_index(table, index_name, ranges[0], hash_key)
         return view.first(int(limit) + 1, _start_key(table, ranges[0], args), numeric)
     return _first_entries(table, items, ranges[0], args, int(limit) + 1)
+
+
+def _lower_bound_items(
+    table: Any, index_name: str, ranges: list[str], hash_key: Any, args: dict[str, Any]
+) -> list[Any] | None:
+    """A `>` or `>=` numeric key condition, paged or not, read from the sorted view from
+    its bound on (the approximate counts read the hidden messages this way)."""
+    comparison, values, limit = args.get("range_comparison"), args.get("range_objs"), args.get(
+        "limit")
+    if (len(ranges) != 1 or comparison not in (">", ">=") or not values
+            or values[0].type != "N" or args.get("filter_kwargs")
+            or args.get("scan_index_forward") is False):
+        return None
+    view = moto_index.partition_index(table, index_name, ranges[0], hash_key)
+    return view.above(Decimal(values[0].value), comparison == ">=",
+                      int(limit) + 1 if limit else None, _start_key(table, ranges[0], args))
 
 
 def _start_key(table: Any, attr: str, args: dict[str, Any]) -> moto_index.Key | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,6 @@ from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_values
 from chalicelib.backend.dynamo_errors import (
     cancellation_reasons,
-    error_code,
     is_condition_failure,
     translate_errors,
 )
@@ -25,24 +25,38 @@ from chalicelib.backend.store import CandidatePage, VisibilityChange
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from chalicelib.backend.counters import ShardCounters
+
 _BATCH_RETRIES = 5
+# A transaction holds at most 100 items: expiry deletes go in chunks, with room for the
+# counter updates of their shards.
+_EXPIRY_CHUNK = 50
 
 
 class DynamoMessageStore:
-    """MessageStore over one messages table (a cluster) and its S3 body bucket."""
+    """MessageStore over one messages table (a cluster) and its S3 body bucket.
+
+    Every write that adds or removes messages also changes their shard's counter
+    (`counters`), which is what `count` reads.
+    """
 
     def __init__(
-        self, client: DynamoDBClient, table: str, bodies: BodyStore, inline_limit: int
+        self, client: DynamoDBClient, table: str, bodies: BodyStore, inline_limit: int,
+        counters: ShardCounters,
     ) -> None:
         self._db = client
         self.table = table
         self._bodies = bodies
         self._inline_limit = inline_limit
         self._claims = BatchClaims(client, table, self._load)
+        self._counters = counters
 
     # -- writes ---------------------------------------------------------------------------
     def put_messages(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> set[str]:
-        """BatchWriteItem (any shards in one call) with retries; large bodies go to S3 first."""
+        """BatchWriteItem (any shards in one call) with retries; large bodies go to S3 first.
+
+        Then one counter update per shard written to: a fault in between undercounts.
+        """
         requests = [
             {"PutRequest": {"Item": items.to_item(queue_id, shard, self._offload(queue_id, m))}}
             for shard, m in placed
@@ -50,24 +64,37 @@ class DynamoMessageStore:
         if len(requests) == 1:
             with translate_errors():
                 self._db.put_item(TableName=self.table, Item=requests[0]["PutRequest"]["Item"])
-            return set()
-        unprocessed = self._batch_write(requests)
-        return {str(r["PutRequest"]["Item"]["sk"]["S"]) for r in unprocessed}
+            unstored: set[str] = set()
+        else:
+            unprocessed = self._batch_write(requests)
+            unstored = {str(r["PutRequest"]["Item"]["sk"]["S"]) for r in unprocessed}
+        self._count_puts(queue_id, [(s, m) for s, m in placed if m.message_id not in unstored])
+        return unstored
+
+    def _count_puts(self, queue_id: str, written: Sequence[tuple[int, Message]]) -> None:
+        per_shard = Counter(shard for shard, _ in written)
+        for shard, added in per_shard.items():
+            self._counters.add_quietly(self.table, items.partition_key(queue_id, shard), added)
 
     def put_if_absent(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> None:
         """One conditional PutItem per message: a copy the stream already applied (and
-        maybe moved on) is never overwritten with the message as it was sent."""
-        for shard, message in placed:
-            item = items.to_item(queue_id, shard, self._offload(queue_id, message))
-            try:
-                with translate_errors():
-                    self._db.put_item(TableName=self.table, Item=item,
-                                      ConditionExpression="attribute_not_exists(sk)")
-            except StoreError as exc:
-                cause = exc.__cause__
-                if not (isinstance(cause, ClientError)
-                        and error_code(cause) == "ConditionalCheckFailedException"):
-                    raise
+        maybe moved on) is never overwritten with the message as it was sent. Only the
+        messages actually written are counted."""
+        written: list[tuple[int, Message]] = []
+        try:
+            for shard, message in placed:
+                item = items.to_item(queue_id, shard, self._offload(queue_id, message))
+                try:
+                    with translate_errors():
+                        self._db.put_item(TableName=self.table, Item=item,
+                                          ConditionExpression="attribute_not_exists(sk)")
+                except StoreError as exc:
+                    if not is_condition_failure(exc):
+                        raise
+                else:
+                    written.append((shard, message))
+        finally:
+            self._count_puts(queue_id, written)
 
     def _offload(self, queue_id: str, message: Message) -> Message:
         """A body past the inline limit goes to S3; so do attributes too large for the item."""
@@ -174,7 +201,8 @@ class DynamoMessageStore:
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
         target_shard: int, target_retention_ms: int, now_ms: int,
     ) -> bool:
-        """TransactWriteItems: delete at the source (if unchanged) and put at the target."""
+        """TransactWriteItems: delete at the source (if unchanged) and put at the target,
+        moving one message from the source shard's count to the target's."""
         source_key = items.key(queue_id, shard, candidate.message_id)
         with translate_errors():
             found = self._db.get_item(TableName=self.table, Key=source_key, ConsistentRead=True)
@@ -193,6 +221,9 @@ class DynamoMessageStore:
                         "ConditionExpression": "visible_at = :seen",
                         "ExpressionAttributeValues": {":seen": {"N": str(candidate.visible_at)}}}},
             {"Put": {"TableName": self.table, "Item": target_item}},
+            self._counters.add_op(self.table, items.partition_key(queue_id, shard), -1),
+            self._counters.add_op(self.table, items.partition_key(target_queue_id, target_shard),
+                                  1),
         ]
         try:
             with translate_errors():
@@ -219,19 +250,25 @@ class DynamoMessageStore:
 
     # -- delete and visibility ---------------------------------------------------------------
     def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
-        """BatchWriteItem deletes of expired messages (best effort: the sweeper retries)."""
-        requests = [{"DeleteRequest": {"Key": items.key(queue_id, shard, m)}} for m in message_ids]
-        self._batch_write(requests)
+        """Transactions of deletes of expired messages and their count (best effort: the
+        sweeper retries). A delete is conditional on the item being there, so that two
+        sweeps (or a sweep and a receive) meeting one message count it out once."""
+        ops = [{"Delete": {"TableName": self.table, "Key": items.key(queue_id, shard, m),
+                           "ConditionExpression": "attribute_exists(sk)"}}
+               for m in dict.fromkeys(message_ids)]
+        for start in range(0, len(ops), _EXPIRY_CHUNK):
+            self._conditional(ops[start:start + _EXPIRY_CHUNK], counted=True)
 
     def delete_claimed(self, refs: Sequence[MessageRef]) -> None:
         """Conditional deletes on the claim token, batched in one transaction per pass.
 
         Two handles of one message (a stale one and the latest) go in separate passes:
         a transaction may touch an item only once, and the latest one must still delete.
+        Each transaction also subtracts its deletes from their shards' counts.
         """
         unique = list(dict.fromkeys(refs))
         for group in _distinct_passes(unique):
-            self._conditional([_delete_op(self.table, unique[i]) for i in group])
+            self._conditional([_delete_op(self.table, unique[i]) for i in group], counted=True)
 
     def change_visibility(
         self, changes: Sequence[VisibilityChange], now_ms: int
@@ -248,30 +285,38 @@ class DynamoMessageStore:
                 outcomes[index] = _visibility_outcome(old, changes[index].ref)
         return outcomes
 
-    def _conditional(self, ops: list[dict[str, Any]]) -> dict[int, Item | None]:
+    def _conditional(
+        self, ops: list[dict[str, Any]], counted: bool = False
+    ) -> dict[int, Item | None]:
         """Run conditional writes; return {op index: old item or None} for failed conditions.
 
-        A single write is a plain call. Several go in one transaction; when some
-        conditions fail, the transaction is cancelled and the others run again.
+        A single uncounted write is a plain call. Otherwise the writes go in one
+        transaction; when some conditions fail, the transaction is cancelled and the
+        others run again. `counted` deletes carry their shards' counter updates, made
+        again for each round from the deletes it holds.
         """
         failed: dict[int, Item | None] = {}
         pending = list(range(len(ops)))
         for _ in range(_BATCH_RETRIES):
             if not pending:
                 break
-            pending = self._conditional_round(ops, pending, failed)
+            pending = self._conditional_round(ops, pending, failed, counted)
         if pending:
             raise StoreUnavailableError("conditional writes kept conflicting")
         return failed
 
     def _conditional_round(
-        self, ops: list[dict[str, Any]], pending: list[int], failed: dict[int, Item | None]
+        self, ops: list[dict[str, Any]], pending: list[int], failed: dict[int, Item | None],
+        counted: bool,
     ) -> list[int]:
-        if len(pending) == 1:
+        if len(pending) == 1 and not counted:
             return self._conditional_single(ops, pending[0], failed)
+        chosen = [ops[i] for i in pending]
+        if counted:
+            chosen += self._removal_counts(chosen)
         try:
             with translate_errors():
-                self._db.transact_write_items(TransactItems=[ops[i] for i in pending])  # type: ignore[misc]
+                self._db.transact_write_items(TransactItems=chosen)  # type: ignore[arg-type]
         except StoreError as exc:
             reasons = cancellation_reasons(exc)
             if reasons is None:
@@ -284,6 +329,11 @@ class DynamoMessageStore:
                     retry.append(index)
             return retry
         return []
+
+    def _removal_counts(self, deletes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Counter updates subtracting `deletes` from their shards (one per shard)."""
+        per_shard = Counter(str(op["Delete"]["Key"]["pk"]["S"]) for op in deletes)
+        return [self._counters.add_op(self.table, pk, -n) for pk, n in per_shard.items()]
 
     def _conditional_single(
         self, ops: list[dict[str, Any]], index: int, failed: dict[int, Item | None]
@@ -303,12 +353,13 @@ class DynamoMessageStore:
 
     # -- counts and purge -------------------------------------------------------------------
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
-        """Count the index on each side of `now` (a query, never a scan)."""
+        """The shard's counter, less the hidden messages (the index beyond `now`).
+
+        The cost is bounded by the messages in flight or delayed, never by the visible
+        backlog: visible is what the counter holds beyond them.
+        """
+        total = self._counters.total(self.table, queue_id, shard)
         pk = {":pk": {"S": items.partition_key(queue_id, shard)}, ":now": {"N": str(now_ms)}}
-        visible = 0
-        for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at <= :now",
-                                ExpressionAttributeValues=pk, Select="COUNT"):
-            visible += int(page.get("Count", 0))
         in_flight = delayed = 0
         for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at > :now",
                                 ExpressionAttributeValues=pk, ProjectionExpression="rc"):
@@ -317,7 +368,7 @@ class DynamoMessageStore:
                     in_flight += 1
                 else:
                     delayed += 1
-        return Counts(visible, in_flight, delayed)
+        return Counts(max(0, total - in_flight - delayed), in_flight, delayed)
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         start: dict[str, Any] | None = None
@@ -354,7 +405,8 @@ class DynamoMessageStore:
         return int(result.get("Count", 0)) == 0
 
     def purge(self, queue_id: str, shard: int) -> int:
-        """Delete every message of a shard, 25 keys to a BatchWriteItem."""
+        """Delete every message of a shard, 25 keys to a BatchWriteItem, and subtract them
+        from its count (page by page, so a purge that fails midway counts what it did)."""
         deleted = 0
         values = {":pk": {"S": items.partition_key(queue_id, shard)}}
         for page in self._pages(KeyConditionExpression="pk = :pk",
@@ -363,6 +415,7 @@ class DynamoMessageStore:
             keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}}
                     for i in page.get("Items", [])]
             left = self._batch_write(keys)
+            self._counters.add(self.table, values[":pk"]["S"], len(left) - len(keys))
             if left:
                 raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
             deleted += len(keys)

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.backend.dynamo_store import translate_errors
+from chalicelib.backend.counters import ShardCounters
+from chalicelib.backend.dynamo_errors import translate_errors
 from chalicelib.backend.replica import SEQ, TOMB, padded
 
 if TYPE_CHECKING:
@@ -55,8 +56,13 @@ def _write(client: DynamoDBClient, table: str, requests: list[dict[str, Any]]) -
 
 def resync_partition(
     home: DynamoDBClient, rejoining: DynamoDBClient, table: str, pk: str,
+    control_table: str | None = None,
 ) -> ResyncResult:
-    """Make the rejoining region's partition a copy of the home's; recover orphans first."""
+    """Make the rejoining region's partition a copy of the home's; recover orphans first.
+
+    With `control_table`, the home's shard count gains the recovered messages and the
+    rejoining region's is set to what it now holds (the resync also repairs its drift).
+    """
     result = ResyncResult()
     at_home = {str(i["sk"]["S"]): i for i in _items(home, table, pk)}
     local = list(_items(rejoining, table, pk))
@@ -73,4 +79,8 @@ def resync_partition(
     copies = [{"PutRequest": {"Item": {**i, SEQ: {"S": base}}}} for i in at_home.values()]
     _write(rejoining, table, copies)
     result.copied = len(copies)
+    if control_table:
+        ShardCounters(home, control_table).add_quietly(table, pk, result.recovered)
+        live = sum(1 for i in at_home.values() if TOMB not in i)
+        ShardCounters(rejoining, control_table).reset(table, pk, live)
     return result

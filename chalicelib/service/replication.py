@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.exceptions import StoreUnavailableError
 from chalicelib.backend.messages import Message
 from chalicelib.backend.replica import ReplicaApplier
@@ -81,13 +82,14 @@ class Replicator:
 
     def __init__(
         self, backend_of: BackendOf, health: RegionHealth, clock: Clock, queues_table: str,
-        metrics: LagMetrics,
+        metrics: LagMetrics, control_table: str,
     ) -> None:
         self._backend_of = backend_of
         self._health = health
         self._clock = clock
         self._queues_table = queues_table
         self.metrics = metrics
+        self._control_table = control_table
 
     def on_records(self, records: Sequence[Mapping[str, Any]]) -> int:
         """Apply a batch to every replica; return how many changes were written."""
@@ -100,8 +102,9 @@ class Replicator:
         written = 0
         for (target, table), batch in by_target.items():
             self._health.check(target)  # a failure leaves the batch to be retried
-            applier = ReplicaApplier(self._backend_of(target).clients.dynamodb,
-                                     self._clock.now_ms)
+            client = self._backend_of(target).clients.dynamodb
+            applier = ReplicaApplier(client, self._clock.now_ms,
+                                     ShardCounters(client, self._control_table))
             result = applier.apply(table, batch)
             self.metrics.add(target, result.lags_ms)
             written += result.applied

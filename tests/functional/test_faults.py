@@ -104,6 +104,20 @@ def pattern(*steps: str | None) -> Schedule:
     return lambda call, request: steps[(call - 1) % len(steps)]
 
 
+def by_deletes(single: Schedule, batched: Schedule) -> Schedule:
+    """For TransactWriteItems: transactions deleting one message follow `single`, the
+    others `batched`, each counting its own calls (a delete's transaction also holds
+    its count updates)."""
+    calls: Counter[bool] = Counter()
+
+    def schedule(call: int, request: dict[str, Any]) -> str | None:
+        alone = sum("Delete" in op for op in request.get("TransactItems", [])) == 1
+        calls[alone] += 1
+        return (single if alone else batched)(calls[alone], request)
+
+    return schedule
+
+
 class _Raw:
     """The raw stream botocore reads a response body from."""
 
@@ -620,10 +634,11 @@ def test_a_store_error_after_some_claims_returns_what_was_claimed(
     assert {m["MessageId"] for m in got + rest} == set(ledger.acknowledged)
     assert all(m["Attributes"]["ApproximateReceiveCount"] == "1" for m in got + rest)
     # AND an error before any claim is still the client's error to retry, for a lone
-    # message (UpdateItem) as for several (TransactWriteItems)
-    faults.add("UpdateItem", first(1, "throttle"))
+    # message (UpdateItem) as for several (TransactWriteItems); the fault comes after
+    # the send, whose counter update is an UpdateItem too
     delete_all(client, url, got + rest)
     send_one(client, url, "alone", ledger)
+    faults.add("UpdateItem", first(1, "throttle"))
     with pytest.raises(ClientError) as throttled:
         receive(client, url)
     assert sqs_error(throttled.value) == "RequestThrottled"
@@ -645,12 +660,12 @@ def test_delete_faults_keep_the_message_until_a_delete_is_acknowledged(
         send_batch(client, url, [f"message-{i:02d}" for i in range(start, start + 10)], ledger)
     messages = receive(client, url) + receive(client, url)
     assert len(messages) == 20
-    # AND DeleteItem (single deletes) and TransactWriteItems (batched deletes) fault
-    faults.add("DeleteItem", every(2, "throttle", "read-timeout", "applied-timeout",
-                                   "internal", "throttling"))
-    faults.add("TransactWriteItems", pattern("cancel-throttle", "throttle", None,
-                                             "cancel-throttle", None, "applied-timeout",
-                                             "connect-timeout", None))
+    # AND single deletes and batched deletes fault (both are transactions, with the
+    # count update), each on its own schedule
+    faults.add("TransactWriteItems", by_deletes(
+        every(2, "throttle", "read-timeout", "applied-timeout", "internal", "throttling"),
+        pattern("cancel-throttle", "throttle", None, "cancel-throttle", None,
+                "applied-timeout", "connect-timeout", None)))
     # WHEN 10 are deleted one by one and 10 in batches of 2, once each
     acked, failed, errors = _delete_once(client, url, messages)
     # THEN acknowledged deletes are gone, failed ones are still stored (unless the
@@ -784,7 +799,7 @@ def _check_delete(sqs: Any, url: str, faults: Faults, kind: str, batched: bool,
         _expect_error(kind, lambda: sqs.delete_message_batch(QueueUrl=url, Entries=entries))
         targets = messages
     else:
-        faults.add("DeleteItem", _fault(kind))
+        faults.add("TransactWriteItems", _fault(kind))
         handle = messages[0]["ReceiptHandle"]
         _expect_error(kind, lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=handle))
         targets = messages[:1]
@@ -800,7 +815,7 @@ def _check_delete(sqs: Any, url: str, faults: Faults, kind: str, batched: bool,
 ACTIONS = ["SendMessage/PutItem", "SendMessageBatch/BatchWriteItem",
            "ReceiveMessage/Query", "ReceiveMessage/UpdateItem",
            "ReceiveMessage/TransactWriteItems", "ReceiveMessage/BatchGetItem",
-           "DeleteMessage/DeleteItem", "DeleteMessageBatch/TransactWriteItems"]
+           "DeleteMessage/TransactWriteItems", "DeleteMessageBatch/TransactWriteItems"]
 
 
 @pytest.mark.parametrize("action", ACTIONS)

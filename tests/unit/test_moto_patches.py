@@ -163,6 +163,7 @@ def _pages(db: Any, limit: int | None, condition: str, **extra: Any) -> list[lis
 @pytest.mark.parametrize(("condition", "keep"), [
     ("v <= :a", lambda v: v <= 20),
     ("v > :a", lambda v: v > 20),
+    ("v >= :a", lambda v: v >= 20),
 ])
 @pytest.mark.parametrize("limit", [1, 7, 10, None])
 def test_index_queries_page_exactly_as_moto_would(
