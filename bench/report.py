@@ -152,7 +152,7 @@ def figures_table(rows: list[Row]) -> list[str]:
 
 def details(figures: Figures) -> list[str]:
     """How each figure was taken, with the counts behind it."""
-    lines = []
+    lines = [f"- Restart: {figures.environment.get('restart', '-')}."]
     for name, t in figures.lifecycle.items():
         lines.append(
             f"- Lifecycle, {name}: {t.messages:,} messages, {t.producers} producers, "

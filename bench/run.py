@@ -14,6 +14,7 @@ import os
 import platform
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from bench.report import Figures, build_rows, markdown, write_outputs
 from bench.servers import Server, start_dmq, start_moto, tree_rss_mib
 from bench.shards import ShardResult, ShardsConfig, run_shards
 from bench.single_ops import SingleOpsResult, run_single_ops
+from bench.sqs import sqs_client
 from bench.throughput import ThroughputConfig, ThroughputResult, run_throughput
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +92,9 @@ class _DmqFigures:
     attributes: list[AttributesResult]
     rss_mib: float
     shards: list[ShardResult]
+    stop_s: float
     warm_start_s: float
+    messages_after_restart: int
 
 
 def _dmq_phases(dmq: Server, args: argparse.Namespace, out: _DmqFigures) -> None:
@@ -108,6 +112,16 @@ def _dmq_phases(dmq: Server, args: argparse.Namespace, out: _DmqFigures) -> None
         producers=args.producers, consumers=args.consumers, body_bytes=args.body_bytes))
 
 
+def _held(endpoint: str, backlogs: tuple[int, ...]) -> int:
+    """Messages the largest attributes queue holds (after the restart: all of them)."""
+    if not backlogs:
+        return 0
+    sqs = sqs_client(endpoint)
+    url = sqs.get_queue_url(QueueName=f"dmq-bench-attributes-{backlogs[-1]}")["QueueUrl"]
+    reply = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(reply["Attributes"]["ApproximateNumberOfMessages"])
+
+
 def measure_dmq(args: argparse.Namespace) -> _DmqFigures:
     """Every DMQ phase on a fresh data folder, then a warm start on the same folder."""
     out = _DmqFigures()
@@ -118,10 +132,13 @@ def measure_dmq(args: argparse.Namespace) -> _DmqFigures:
             dmq.wait_answering()
             _dmq_phases(dmq, args, out)
         finally:
+            stopping = time.perf_counter()
             dmq.stop()
+            out.stop_s = round(time.perf_counter() - stopping, 1)
         again = start_dmq(data_dir, dmq.port)
         try:
             out.warm_start_s = round(again.wait_answering(), 2)
+            out.messages_after_restart = _held(again.url, _sizes(args.attribute_backlogs))
         finally:
             again.stop()
     finally:
@@ -131,7 +148,7 @@ def measure_dmq(args: argparse.Namespace) -> _DmqFigures:
 
 def measure(args: argparse.Namespace) -> Figures:
     """moto, then DMQ; return the figures."""
-    environment = {
+    environment: dict[str, str] = {
         "command": "python -m bench.run" + (" --quick" if args.quick else ""),
         "python": platform.python_version(), "cpus": str(os.cpu_count() or 1),
         "load": " / ".join(f"{n:.1f}" for n in os.getloadavg()),
@@ -142,6 +159,8 @@ def measure(args: argparse.Namespace) -> Figures:
     single = {"moto": moto_single, "dmq": dmq.single}
     rows = build_rows(lifecycle, single, dmq.backlog, dmq.attributes, dmq.rss_mib,
                       dmq.warm_start_s)
+    environment["restart"] = (f"Ctrl-C stop took {dmq.stop_s} s; after the warm start the "
+                              f"largest queue held {dmq.messages_after_restart:,} messages")
     return Figures(environment, lifecycle, single, dmq.backlog, dmq.attributes, dmq.rss_mib,
                    dmq.warm_start_s, dmq.shards, rows)
 

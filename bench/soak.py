@@ -43,6 +43,7 @@ class _Soak:
         self.started = time.perf_counter()
         self.calls: list[tuple[float, str, float]] = []
         self.window: list[tuple[str, float]] = []
+        self.sent = 0
         self.deleted = 0
         self.errors = 0
 
@@ -64,9 +65,11 @@ class _Soak:
             next_at += self.period_s
             began = time.perf_counter()
             try:
-                sqs.send_message_batch(QueueUrl=self.url,
-                                       Entries=entries(number * 10**9 + batch * BATCH, BATCH, 256))
+                reply = sqs.send_message_batch(
+                    QueueUrl=self.url, Entries=entries(number * 10**9 + batch * BATCH, BATCH, 256))
                 self.record(SEND, began)
+                with self.lock:
+                    self.sent += len(reply.get("Successful", []))
             except (BotoCoreError, ClientError):
                 self.failed()
             batch += 1
@@ -132,7 +135,8 @@ def _drive(dmq: Server, args: argparse.Namespace) -> SoakFigures:
         soak.stop.set()
         for thread in threads:
             thread.join(timeout=JOIN_TIMEOUT_S)
-    return SoakFigures(args.duration, args.rate, samples, soak.calls, soak.deleted, soak.errors)
+    return SoakFigures(args.duration, args.rate, samples, soak.calls, soak.sent, soak.deleted,
+                       soak.errors)
 
 
 def _progress(s: Sample) -> str:

@@ -35,6 +35,7 @@ class SoakFigures:
     rate: float
     samples: list[Sample]
     calls: list[tuple[float, str, float]]  # (seconds since start, operation, seconds)
+    sent: int = 0
     deleted: int = 0
     errors: int = 0
     verdict: dict[str, object] = field(default_factory=dict)
@@ -97,8 +98,9 @@ def markdown(figures: SoakFigures) -> str:
         f"`make soak`: DMQ on its default store (DynamoDB Local), {figures.rate:g} messages/s "
         f"sent (SendMessageBatch of 10 by 2 producers), received (up to 10, "
         f"WaitTimeSeconds=1) and deleted (DeleteMessageBatch) by 2 consumers, for "
-        f"{figures.duration_s:.0f} s; sampled every 10 s. {figures.deleted:,} messages went "
-        f"through, {figures.errors} calls failed.",
+        f"{figures.duration_s:.0f} s; sampled every 10 s. Sent {figures.sent:,} "
+        f"({figures.sent / figures.duration_s:.1f}/s), deleted {figures.deleted:,} "
+        f"({figures.deleted / figures.duration_s:.1f}/s); {figures.errors} calls failed.",
         "",
         f"Verdict: **{'flat' if v['flat'] else 'not flat'}** (last p99 within "
         f"{P99_RATIO:g}x of the first: {v['latency_flat']}; RSS growth after a "
