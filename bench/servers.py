@@ -104,7 +104,11 @@ def start_moto() -> Server:
     moto = Path(sys.executable).parent / "moto_server"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     server = _spawn("moto", [str(moto), "-H", "127.0.0.1", "-p", str(port)], port, env)
-    server.wait_answering()
+    try:
+        server.wait_answering()
+    except BaseException:  # Ctrl-C while it starts must not leave it running
+        server.stop()
+        raise
     return server
 
 
