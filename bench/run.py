@@ -22,7 +22,7 @@ from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
 from bench.report import Figures, build_rows, markdown, write_outputs
-from bench.servers import Server, start_dmq, start_moto, tree_rss_mib
+from bench.servers import STOP_TIMEOUT_S, Server, start_dmq, start_moto, tree_rss_mib
 from bench.shards import ShardResult, ShardsConfig, run_shards
 from bench.single_ops import SingleOpsResult, run_single_ops
 from bench.sqs import sqs_client
@@ -93,6 +93,7 @@ class _DmqFigures:
     rss_mib: float
     shards: list[ShardResult]
     stop_s: float
+    stop_code: int | None
     warm_start_s: float
     messages_after_restart: int
 
@@ -103,13 +104,14 @@ def _dmq_phases(dmq: Server, args: argparse.Namespace, out: _DmqFigures) -> None
     out.single = run_single_ops(dmq.url, args.single_calls, body_bytes=args.body_bytes)
     out.backlog = run_backlogs(dmq.url, counter, BacklogConfig(
         backlogs=_sizes(args.backlogs), receives=args.receives, body_bytes=args.body_bytes))
+    # Before the large backlog: its periodic table exports would slow the shard runs.
+    out.shards = run_shards(dmq.url, counter, ShardsConfig(
+        shard_counts=_sizes(args.shards), messages=args.shard_messages,
+        producers=args.producers, consumers=args.consumers, body_bytes=args.body_bytes))
     out.attributes = [measure_attributes(dmq.url, n, args.attribute_calls, ATTRIBUTES_MAX_S,
                                          args.body_bytes)
                       for n in _sizes(args.attribute_backlogs)]
     out.rss_mib = tree_rss_mib(dmq.process.pid)
-    out.shards = run_shards(dmq.url, counter, ShardsConfig(
-        shard_counts=_sizes(args.shards), messages=args.shard_messages,
-        producers=args.producers, consumers=args.consumers, body_bytes=args.body_bytes))
 
 
 def _held(endpoint: str, backlogs: tuple[int, ...]) -> int:
@@ -133,7 +135,7 @@ def measure_dmq(args: argparse.Namespace) -> _DmqFigures:
             _dmq_phases(dmq, args, out)
         finally:
             stopping = time.perf_counter()
-            dmq.stop()
+            out.stop_code = dmq.stop()
             out.stop_s = round(time.perf_counter() - stopping, 1)
         again = start_dmq(data_dir, dmq.port)
         try:
@@ -159,8 +161,12 @@ def measure(args: argparse.Namespace) -> Figures:
     single = {"moto": moto_single, "dmq": dmq.single}
     rows = build_rows(lifecycle, single, dmq.backlog, dmq.attributes, dmq.rss_mib,
                       dmq.warm_start_s)
-    environment["restart"] = (f"Ctrl-C stop took {dmq.stop_s} s; after the warm start the "
-                              f"largest queue held {dmq.messages_after_restart:,} messages")
+    stopped = ("exit code 0" if dmq.stop_code == 0 else
+               f"exit code {dmq.stop_code}" if dmq.stop_code is not None else
+               f"no exit within {STOP_TIMEOUT_S:g} s, so killed")
+    environment["restart"] = (f"Ctrl-C stop took {dmq.stop_s} s ({stopped}); after the warm "
+                              f"start the largest queue held {dmq.messages_after_restart:,} "
+                              "messages")
     return Figures(environment, lifecycle, single, dmq.backlog, dmq.attributes, dmq.rss_mib,
                    dmq.warm_start_s, dmq.shards, rows)
 
