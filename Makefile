@@ -8,8 +8,9 @@ HOST ?= 127.0.0.1
 PORT ?= 9324
 PYTEST_ARGS ?=
 MODE ?= sync
+SOAK_ARGS ?=
 
-.PHONY: run test dynamodb-local test-spark35 lint typecheck bench failover-demo audit audit-bench venv clean
+.PHONY: run test dynamodb-local test-spark35 lint typecheck bench soak failover-demo audit audit-bench venv clean
 
 $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,8 +50,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+bench: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.run
+
+# DMQ at a fixed rate for 30 minutes (SOAK_ARGS="--duration 120" for a short run):
+# is latency and memory flat? Writes docs/soak.md and docs/soak.png.
+soak: $(STAMP) $(DDBLOCAL)
+	$(PY) -m bench.soak $(SOAK_ARGS)
 
 # The Spark audits over what `make run` archived under .dmq/ (or DMQ_DATA_DIR).
 audit: $(STAMP)

@@ -1,4 +1,4 @@
-"""Backlog: the cost of one receive as the number of visible messages grows."""
+"""Backlog: the latency and cost of one receive as the number of visible messages grows."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.counting import DynamoCounter, DynamoSnapshot, receive_stats, stats_delta
-from bench.sqs import BATCH, entries, preload
+from bench.counting import Counter, DynamoSnapshot
+from bench.sqs import BATCH, entries, preload, sqs_client
 from bench.timing import Latency, Recorder
 
 RECEIVE = "ReceiveMessage"
@@ -37,8 +37,6 @@ class BacklogResult:
     items_read: int
     items_read_per_receive: float
     items_read_per_returned: float | None
-    dmq_items_read: int
-    lost_claims: int
     dynamodb_requests_per_receive: float
     dynamodb_calls: dict[str, int]
     store_ms_per_receive: float
@@ -46,7 +44,7 @@ class BacklogResult:
 
 
 def _receive_costs(
-    sqs: Any, url: str, counter: DynamoCounter, config: BacklogConfig, refill: bool,
+    sqs: Any, url: str, counter: Counter, config: BacklogConfig, refill: bool,
 ) -> tuple[Recorder, DynamoSnapshot, int]:
     """Make the receives; return their latencies, their DynamoDB share and messages returned.
 
@@ -73,16 +71,15 @@ def _receive_costs(
 
 
 def measure_backlog(
-    sqs: Any, counter: DynamoCounter, config: BacklogConfig, backlog: int
+    endpoint: str, counter: Counter, config: BacklogConfig, backlog: int
 ) -> BacklogResult:
     """Preload a fresh queue with `backlog` messages, then time the receives."""
+    sqs = sqs_client(endpoint)
     url = sqs.create_queue(QueueName=f"dmq-bench-backlog-{backlog}")["QueueUrl"]
     started = time.perf_counter()
-    preloaded = preload(sqs, url, backlog, config.body_bytes) if backlog else 0
+    preloaded = preload(endpoint, url, backlog, config.body_bytes) if backlog else 0
     preload_seconds = time.perf_counter() - started
-    stats_before = receive_stats()
     recorder, spent, returned = _receive_costs(sqs, url, counter, config, refill=backlog > 0)
-    stats = stats_delta(receive_stats(), stats_before)
     sqs.delete_queue(QueueUrl=url)
     receives = max(config.receives, 1)
     return BacklogResult(
@@ -93,7 +90,6 @@ def measure_backlog(
         items_read=spent.items_scanned,
         items_read_per_receive=round(spent.items_scanned / receives, 2),
         items_read_per_returned=(round(spent.items_scanned / returned, 3) if returned else None),
-        dmq_items_read=stats.items_read, lost_claims=stats.lost_claims,
         dynamodb_requests_per_receive=round(spent.total_calls / receives, 2),
         dynamodb_calls=dict(spent.calls),
         store_ms_per_receive=round(sum(spent.seconds.values()) * 1000 / receives, 2),
@@ -101,6 +97,7 @@ def measure_backlog(
     )
 
 
-def run_backlogs(sqs: Any, counter: DynamoCounter, config: BacklogConfig) -> list[BacklogResult]:
+def run_backlogs(endpoint: str, counter: Counter,
+                 config: BacklogConfig) -> list[BacklogResult]:
     """One fresh queue per backlog, removed again afterwards."""
-    return [measure_backlog(sqs, counter, config, backlog) for backlog in config.backlogs]
+    return [measure_backlog(endpoint, counter, config, backlog) for backlog in config.backlogs]

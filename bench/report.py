@@ -1,4 +1,4 @@
-"""The benchmark's figures: acceptance checks, a Markdown block for the README, and JSON."""
+"""The benchmark's figures: one row per figure with its target, a Markdown block, and JSON."""
 
 from __future__ import annotations
 
@@ -7,28 +7,31 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.attributes import AttributesResult
 from bench.backlog import BacklogResult
 from bench.shards import EMPTY_RECEIVES, ShardResult
+from bench.single_ops import SingleOpsResult
 from bench.throughput import ThroughputResult
-from bench.timing import Latency
 
-MAX_ITEMS_PER_RETURNED = 2.0
-FLAT_RATIO = 1.5
-FLAT_SLACK_MS = 2.0
-SHARD_COST_SLACK = 1.10
+LIFECYCLE_RATIO = 10.0
+SINGLE_OP_RATIO = 0.5
+RECEIVE_FLAT = 1.2
+ATTRIBUTES_FLAT = 1.5
+REQUESTS_PER_MESSAGE = 1.3
+RSS_MIB = 1024.0
+WARM_START_S = 10.0
 
 
 @dataclass(frozen=True)
-class Criteria:
-    """The acceptance checks, with the figures they were judged on."""
+class Row:
+    """One figure for moto and DMQ, the ratio DMQ/moto (or DMQ/DMQ baseline) and its check."""
 
-    max_items_read_per_returned: float
-    items_read_within_twice_returned: bool
-    p50_smallest_backlog_ms: float
-    p50_largest_backlog_ms: float
-    latency_flat: bool
-    requests_per_message_by_shards: dict[int, float]
-    cost_flat_over_shards: bool
+    figure: str
+    moto: float | None
+    dmq: float | None
+    ratio: float | None
+    target: str
+    passed: bool | None  # None: shown for information, no target
 
 
 @dataclass(frozen=True)
@@ -36,192 +39,185 @@ class Figures:
     """Everything one benchmark run measured."""
 
     environment: dict[str, str]
-    throughput: ThroughputResult
+    lifecycle: dict[str, ThroughputResult]
+    single_ops: dict[str, SingleOpsResult]
     backlog: list[BacklogResult]
+    attributes: list[AttributesResult]
+    rss_mib: float
+    warm_start_s: float
     shards: list[ShardResult]
-    failovers: list[dict[str, Any]]
-    criteria: Criteria
+    rows: list[Row]
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for json.dump."""
         return asdict(self)
 
-
-def judge(
-    throughput: ThroughputResult, backlog: list[BacklogResult], shards: list[ShardResult],
-) -> Criteria:
-    """Receive reads at most about twice what it returns; latency does not grow with backlog.
-
-    Latency is flat when the p50 at the largest backlog is within FLAT_RATIO (plus a
-    little slack) of the p50 at the smallest backlog that returns messages: an empty
-    queue makes no claims, so it is cheaper for reasons that have nothing to do with size.
-    """
-    ratios = [b.items_read_per_returned for b in backlog if b.items_read_per_returned is not None]
-    ratios.append(throughput.items_read_per_returned)
-    worst = max(ratios)
-    loaded = [b for b in backlog if b.returned]
-    low = loaded[0].latency.p50_ms if loaded else 0.0
-    high = loaded[-1].latency.p50_ms if loaded else 0.0
-    by_shards = {r.shards: r.throughput.dynamodb_requests_per_message for r in shards}
-    return Criteria(
-        max_items_read_per_returned=worst,
-        items_read_within_twice_returned=worst <= MAX_ITEMS_PER_RETURNED,
-        p50_smallest_backlog_ms=low,
-        p50_largest_backlog_ms=high,
-        latency_flat=high <= low * FLAT_RATIO + FLAT_SLACK_MS,
-        requests_per_message_by_shards=by_shards,
-        cost_flat_over_shards=not by_shards or (
-            max(by_shards.values()) <= min(by_shards.values()) * SHARD_COST_SLACK),
-    )
+    def row(self, figure_prefix: str) -> Row:
+        """The first row whose figure starts with `figure_prefix`."""
+        return next(r for r in self.rows if r.figure.startswith(figure_prefix))
 
 
-def _ms(latency: Latency) -> str:
-    return f"{latency.p50_ms:.1f} / {latency.p99_ms:.1f}"
+def _ratio(top: float | None, bottom: float | None) -> float | None:
+    if top is None or bottom is None or bottom <= 0:
+        return None
+    return round(top / bottom, 2)
 
 
-def _yes(ok: bool) -> str:
-    return "yes" if ok else "**no**"
+def _compared(figure: str, moto: float, dmq: float, most: float | None = None,
+              least: float | None = None) -> Row:
+    """A DMQ/moto row: PASS when the ratio is at least `least` or at most `most`."""
+    ratio = _ratio(dmq, moto)
+    if least is not None:
+        return Row(figure, moto, dmq, ratio, f">= {least:g}x moto",
+                   ratio is not None and ratio >= least)
+    if most is not None:
+        return Row(figure, moto, dmq, ratio, f"<= {most:g}x moto",
+                   ratio is not None and ratio <= most)
+    return Row(figure, moto, dmq, ratio, "-", None)
 
 
-def throughput_table(t: ThroughputResult) -> list[str]:
-    """The throughput figures as Markdown."""
-    rows = [
-        f"**Throughput.** {t.messages:,} messages; {t.producers} producers "
-        "(SendMessageBatch of 10), "
-        f"{t.consumers} consumers (ReceiveMessage of up to 10 with WaitTimeSeconds=1, "
-        "then DeleteMessageBatch).",
-        "",
-        "| figure | value |",
-        "|---|---|",
-        f"| messages/s (sent, received and deleted) | {t.messages_per_s:,.1f} |",
-        f"| delivered / sent | {t.delivered:,} / {t.sent:,} ({t.duplicates} duplicates, "
-        f"{t.failed_sends + t.failed_deletes} failed entries, {t.sdk_retries} SDK retries) |",
-        f"| SendMessageBatch p50 / p99 ms | {_ms(t.send_batch)} |",
-        f"| ReceiveMessage p50 / p99 ms (non-empty) | {_ms(t.receive)} "
-        f"({t.empty_receives} empty long polls) |",
-        f"| DeleteMessageBatch p50 / p99 ms | {_ms(t.delete_batch)} |",
-        f"| DynamoDB requests per message | {t.dynamodb_requests_per_message:.3f} |",
+def _flat(name: str, pairs: list[tuple[int, float]], most: float) -> list[Row]:
+    """DMQ at the smallest and the largest backlog; the ratio is largest/smallest."""
+    if len(pairs) < 2:
+        return []
+    (low, low_ms), (high, high_ms) = pairs[0], pairs[-1]
+    ratio = _ratio(high_ms, low_ms)
+    return [
+        Row(f"{name} p50 ms, backlog {low:,}", None, low_ms, None, "baseline", None),
+        Row(f"{name} p50 ms, backlog {high:,}", None, high_ms, ratio,
+            f"<= {most:g}x backlog {low:,}", ratio is not None and ratio <= most),
     ]
-    rows += [f"| &nbsp;&nbsp;{op} per message | {n:.3f} |"
-             for op, n in sorted(t.dynamodb_per_message.items())]
-    rows += [
-        f"| failed claims per receive | {t.failed_claims_per_receive:.3f} "
-        f"({t.lost_claims} lost of {t.dmq_receives} receive passes) |",
-        f"| items read per returned message | {t.items_read_per_returned:.3f} |",
-    ]
+
+
+def _lifecycle_rows(lifecycle: dict[str, ThroughputResult]) -> list[Row]:
+    moto, dmq = lifecycle["moto"], lifecycle["dmq"]
+    rows = [_compared("lifecycle messages/s (sent+received+deleted)", moto.messages_per_s,
+                      dmq.messages_per_s, least=LIFECYCLE_RATIO)]
+    total = dmq.dynamodb_requests_per_message
+    rows.append(Row("DynamoDB requests per message (lifecycle)", None, total, None,
+                    f"<= {REQUESTS_PER_MESSAGE:g}", total <= REQUESTS_PER_MESSAGE))
+    rows += [Row(f"&nbsp;&nbsp;{op} per message", None, n, None, "-", None)
+             for op, n in sorted(dmq.dynamodb_per_message.items())]
     return rows
 
 
-def backlog_table(backlog: list[BacklogResult]) -> list[str]:
-    """The backlog figures as Markdown."""
-    receives = backlog[0].receives if backlog else 0
-    rows = [
-        f"**Backlog.** {receives} receives of up to 10 (VisibilityTimeout=3600, "
-        "WaitTimeSeconds=0) on a fresh queue preloaded with the backlog; after each receive "
-        "as many messages are sent again, so the visible backlog stays the same.",
-        "",
-        "| backlog | returned per receive | receive p50 / p99 ms | items read per receive "
-        "| items read per returned message | DynamoDB requests per receive "
-        "| DynamoDB ms per receive (Query) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for b in backlog:
-        per_returned = (f"{b.items_read_per_returned:.2f}"
-                        if b.items_read_per_returned is not None else "- (nothing returned)")
-        rows.append(
-            f"| {b.backlog:,} | {b.returned_per_receive:.1f} | {_ms(b.latency)} "
-            f"| {b.items_read_per_receive:.1f} | {per_returned} "
-            f"| {b.dynamodb_requests_per_receive:.1f} "
-            f"| {b.store_ms_per_receive:.1f} ({b.query_ms_per_receive:.1f}) |"
-        )
+def _single_rows(single: dict[str, SingleOpsResult]) -> list[Row]:
+    moto, dmq = single["moto"], single["dmq"]
+    rows = []
+    for name in ("send", "receive", "delete"):
+        m, d = getattr(moto, name), getattr(dmq, name)
+        label = {"send": "SendMessage", "receive": "ReceiveMessage(1)",
+                 "delete": "DeleteMessage"}[name]
+        rows.append(_compared(f"{label} p50 ms", m.p50_ms, d.p50_ms, most=SINGLE_OP_RATIO))
+        rows.append(_compared(f"{label} p99 ms", m.p99_ms, d.p99_ms))
     return rows
+
+
+def build_rows(lifecycle: dict[str, ThroughputResult], single: dict[str, SingleOpsResult],
+               backlog: list[BacklogResult], attributes: list[AttributesResult],
+               rss_mib: float, warm_start_s: float) -> list[Row]:
+    """Every figure with its target."""
+    rows = _lifecycle_rows(lifecycle) + _single_rows(single)
+    rows += _flat("ReceiveMessage(10)", [(b.backlog, b.latency.p50_ms) for b in backlog],
+                  RECEIVE_FLAT)
+    rows += _flat("GetQueueAttributes(All)",
+                  [(a.backlog, a.latency.p50_ms) for a in attributes], ATTRIBUTES_FLAT)
+    held = attributes[-1].backlog if attributes else 0
+    rows.append(Row(f"RSS MiB, DMQ + DynamoDB Local, {held:,} messages held", None, rss_mib,
+                    None, f"<= {RSS_MIB:g}", rss_mib <= RSS_MIB))
+    rows.append(Row("warm start s (spawn to first ListQueues)", None, warm_start_s, None,
+                    f"<= {WARM_START_S:g}", warm_start_s <= WARM_START_S))
+    return rows
+
+
+def _cell(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+
+
+def _verdict(passed: bool | None) -> str:
+    return "-" if passed is None else ("PASS" if passed else "**FAIL**")
+
+
+def figures_table(rows: list[Row]) -> list[str]:
+    """The main table."""
+    lines = ["| figure | moto | DMQ | ratio | target | PASS/FAIL |",
+             "|---|---:|---:|---:|---|---|"]
+    lines += [f"| {r.figure} | {_cell(r.moto)} | {_cell(r.dmq)} | "
+              f"{'-' if r.ratio is None else f'{r.ratio:g}x'} | {r.target} "
+              f"| {_verdict(r.passed)} |" for r in rows]
+    return lines
+
+
+def details(figures: Figures) -> list[str]:
+    """How each figure was taken, with the counts behind it."""
+    lines = [f"- Restart: {figures.environment.get('restart', '-')}."]
+    for name, t in figures.lifecycle.items():
+        lines.append(
+            f"- Lifecycle, {name}: {t.messages:,} messages, {t.producers} producers, "
+            f"{t.consumers} consumers, {t.seconds:.1f} s; delivered {t.delivered:,} of "
+            f"{t.sent:,} sent ({t.duplicates} duplicates, {t.errors} errors, "
+            f"{t.sdk_retries} SDK retries); batch p50 ms send {t.send_batch.p50_ms:.1f}, "
+            f"receive {t.receive.p50_ms:.1f}, delete {t.delete_batch.p50_ms:.1f}.")
+    for a in figures.attributes:
+        lines.append(f"- Preload of {a.preloaded:,} messages (8 threads, batches of 10): "
+                     f"{a.preload_seconds:.1f} s ({a.preload_messages_per_s:,.0f} messages/s); "
+                     f"{a.latency.count} GetQueueAttributes calls, ApproximateNumberOfMessages "
+                     f"{a.visible_reported:,}.")
+    for b in figures.backlog:
+        lines.append(f"- Receive at backlog {b.backlog:,}: {b.receives} receives of 10 "
+                     f"(VisibilityTimeout=3600, refilled), {b.returned_per_receive:.1f} "
+                     f"returned each, p99 {b.latency.p99_ms:.1f} ms, "
+                     f"{b.dynamodb_requests_per_receive:.1f} DynamoDB requests and "
+                     f"{b.items_read_per_receive:.1f} items read per receive.")
+    return lines
 
 
 def shards_table(shards: list[ShardResult]) -> list[str]:
-    """The shard figures as Markdown."""
+    """The shard-count figures of DMQ (subprocess, default store)."""
     if not shards:
         return []
     t = shards[0].throughput
     rows = [
-        f"**Shards.** At each shard count, {t.messages:,} messages through {t.producers} "
-        f"producers and {t.consumers} consumers as above; then {EMPTY_RECEIVES} receives "
-        "(WaitTimeSeconds=0) in a row on an empty queue with that many shards.",
+        f"**Shards (DMQ).** {t.messages:,} messages at each shard count, {t.producers} "
+        f"producers and {t.consumers} consumers; then {EMPTY_RECEIVES} receives in a row on "
+        "an empty queue with that many shards.",
         "",
-        "| shards | messages/s | DynamoDB requests per message | Query per message "
-        "| failed claims per receive | first empty receive: DynamoDB requests "
-        "| later empty receives: requests / ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| shards | messages/s | DynamoDB requests per message | first empty receive: "
+        "requests | later empty receives: requests / ms |",
+        "|---:|---:|---:|---:|---:|",
     ]
-    for r in shards:
-        t = r.throughput
-        rows.append(
-            f"| {r.shards} | {t.messages_per_s:.1f} | {t.dynamodb_requests_per_message:.3f} "
-            f"| {t.dynamodb_per_message.get('Query', 0.0):.3f} "
-            f"| {t.failed_claims_per_receive:.3f} | {r.first_empty_receive_requests} "
-            f"| {r.empty_receive_requests:.2f} / {r.empty_receive_ms:.1f} |"
-        )
-    return rows
-
-
-def failover_table(runs: list[dict[str, Any]]) -> list[str]:
-    """The two-region figures as Markdown."""
-    if not runs:
-        return []
-    rows = [
-        f"**Regions.** `make failover-demo` in each mode: two regions in this process, "
-        f"{runs[0]['acknowledged']:,} messages sent while two consumers run, the home killed "
-        "half-way (heartbeats every 0.25 s, failover after 2 s of silence). Failover time "
-        "runs from the home's last heartbeat to the first receive served by the new home; "
-        "lag from the stream record's time to its apply time in the replica.",
-        "",
-        "| mode | acknowledged | delivered | lost (RPO) | failover s "
-        "| replication lag p50 / p99 ms |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in runs:
-        rows.append(
-            f"| {r['mode']} | {r['acknowledged']} | {r['delivered']} | {r['lost']} "
-            f"| {r['failover_seconds']:.2f} "
-            f"| {r['replication_lag_p50_ms']:.0f} / {r['replication_lag_p99_ms']:.0f} |"
-        )
+    rows += [f"| {r.shards} | {r.throughput.messages_per_s:.1f} "
+             f"| {r.throughput.dynamodb_requests_per_message:.3f} "
+             f"| {r.first_empty_receive_requests} "
+             f"| {r.empty_receive_requests:.2f} / {r.empty_receive_ms:.1f} |" for r in shards]
     return rows
 
 
 def markdown(figures: Figures) -> str:
-    """The Markdown block for the README."""
-    env, c = figures.environment, figures.criteria
+    """The Markdown block."""
+    env = figures.environment
     lines = [
-        f"Measured with `make bench`: DMQ in one process with its {env['store']}, "
-        f"Python {env['python']}, {env['cpus']} CPUs; boto3 over HTTP from the same process. "
-        "DynamoDB requests and items read are counted on DMQ's messages-table client; the "
-        "queue-metadata client (PynamoDB, cached) is not counted.",
+        f"Measured with `{env['command']}` on {env['cpus']} CPUs (a shared machine: figures "
+        f"move with its load, {env['load']} at the start), Python {env['python']}: moto's "
+        "SQS server and DMQ on its default store (DynamoDB Local), each a subprocess on "
+        "loopback, driven over HTTP by boto3. DynamoDB requests are counted inside DMQ on "
+        "its store clients (PynamoDB's metadata reads and the stream pump are not counted).",
         "",
-        *throughput_table(figures.throughput),
+        *figures_table(figures.rows),
         "",
-        *backlog_table(figures.backlog),
+        *details(figures),
         "",
         *shards_table(figures.shards),
-        "",
-        *failover_table(figures.failovers),
-        "",
-        f"- Receive reads at most about twice what it returns: "
-        f"{_yes(c.items_read_within_twice_returned)} "
-        f"(at most {c.max_items_read_per_returned:.2f} items read per returned message).",
-        f"- Receive latency stays flat as the backlog grows: {_yes(c.latency_flat)} "
-        f"(p50 {c.p50_smallest_backlog_ms:.1f} ms at the smallest backlog, "
-        f"{c.p50_largest_backlog_ms:.1f} ms at the largest).",
     ]
-    if c.requests_per_message_by_shards:
-        lines.append(
-            "- DynamoDB requests per message do not rise with the shard count: "
-            f"{_yes(c.cost_flat_over_shards)} ("
-            + ", ".join(f"{n} shards {v:.3f}"
-                        for n, v in c.requests_per_message_by_shards.items()) + ")."
-        )
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip()
 
 
-def write_json(figures: Figures, path: Path) -> None:
-    """Write the figures as JSON, creating the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(figures.to_json(), indent=2) + "\n", encoding="utf-8")
+def write_outputs(figures: Figures, json_path: Path) -> Path:
+    """Write the JSON and, beside it, the Markdown (bench.md); return the Markdown path."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(figures.to_json(), indent=2) + "\n", encoding="utf-8")
+    md_path = json_path.with_suffix(".md")
+    md_path.write_text(markdown(figures) + "\n", encoding="utf-8")
+    return md_path

@@ -1,7 +1,9 @@
-"""`make bench`: DMQ's throughput, its DynamoDB cost per message, and receive cost vs backlog.
+"""`make bench`: moto's SQS server and DMQ on its default store, side by side over HTTP.
 
-DMQ runs in this process (`LocalDmq`, with its embedded store unless DMQ_DYNAMODB_ENDPOINT
-names one), so the DynamoDB requests of its message store can be counted with botocore hooks.
+Each server runs as a subprocess, one after the other so they do not share the CPUs:
+moto first, then DMQ (`python -m dmqlocal`, fresh data folder, its DynamoDB requests
+counted inside it). DMQ is then stopped with Ctrl-C and started again on the same folder
+to time a warm start; the folder is removed at the end.
 """
 
 from __future__ import annotations
@@ -10,105 +12,172 @@ import argparse
 import logging
 import os
 import platform
+import shutil
+import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import app as dmq_app
-from bench.backlog import BacklogConfig, run_backlogs
-from bench.counting import DynamoCounter, messages_client
-from bench.report import Figures, judge, markdown, write_json
-from bench.shards import ShardsConfig, run_shards
+from bench.attributes import AttributesResult, measure_attributes
+from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
+from bench.counting import Counter, NoCounter, RemoteCounter
+from bench.report import Figures, build_rows, markdown, write_outputs
+from bench.servers import STOP_TIMEOUT_S, Server, start_dmq, start_moto, tree_rss_mib
+from bench.shards import ShardResult, ShardsConfig, run_shards
+from bench.single_ops import SingleOpsResult, run_single_ops
 from bench.sqs import sqs_client
-from bench.throughput import ThroughputConfig, run_throughput
-from dmqlocal import failover_demo
-from dmqlocal.runner import LocalDmq, LocalOptions
+from bench.throughput import ThroughputConfig, ThroughputResult, run_throughput
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / ".dmq" / "bench.json"
-# The retention sweep would add its own Queries to the counts; it is held off during a run.
-NO_SCHEDULE = 1_000_000.0
+# A slow server is measured on what it delivered by then, so a run stays near two minutes.
+LIFECYCLE_TIMEOUT_S = 150.0
+ATTRIBUTES_MAX_S = 60.0
+FULL = {"moto_messages": 600, "dmq_messages": 6000, "producers": 4, "consumers": 4,
+        "single_calls": 200, "receives": 200, "backlogs": "100,10000",
+        "attribute_backlogs": "100,100000", "attribute_calls": 200, "shards": "1,4",
+        "shard_messages": 600}
+QUICK = {"moto_messages": 40, "dmq_messages": 200, "producers": 2, "consumers": 2,
+         "single_calls": 20, "receives": 20, "backlogs": "100,500",
+         "attribute_backlogs": "100,1000", "attribute_calls": 20, "shards": "",
+         "shard_messages": 100}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line; --quick shrinks every size for a smoke run."""
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
-    parser.add_argument("--messages", type=int, default=None,
-                        help="messages in the throughput run (default 6000; quick 200)")
-    parser.add_argument("--producers", type=int, default=None, help="default 4; quick 2")
-    parser.add_argument("--consumers", type=int, default=None, help="default 8; quick 2")
-    parser.add_argument("--receives", type=int, default=None,
-                        help="receives at each backlog (default 200; quick 20)")
-    parser.add_argument("--backlogs", default=None,
-                        help="comma-separated backlogs (default 0,1000,10000; quick 0,50,300)")
-    parser.add_argument("--shards", default=None,
-                        help="comma-separated shard counts (default 1,2,4,8; quick 1,4)")
-    parser.add_argument("--shard-messages", type=int, default=None,
-                        help="messages in each shard run (default 1500; quick 100)")
-    parser.add_argument("--failover-messages", type=int, default=None,
-                        help="messages in each failover run (default 400; quick 0 skips)")
+    for name, value in FULL.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=None,
+                            help=f"default {value!r}; quick {QUICK[name]!r}")
     parser.add_argument("--body-bytes", type=int, default=256, help="message body size")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
-                        help=f"where to write the JSON figures (default {DEFAULT_OUTPUT})")
+                        help=f"the JSON figures (default {DEFAULT_OUTPUT}); Markdown beside it")
     args = parser.parse_args(argv)
-    quick = bool(args.quick)
-    defaults: dict[str, object] = {
-        "messages": 200 if quick else 6000,
-        "producers": 2 if quick else 4,
-        "consumers": 2 if quick else 8,
-        "receives": 20 if quick else 200,
-        "backlogs": "0,50,300" if quick else "0,1000,10000",
-        "shards": "1,4" if quick else "1,2,4,8",
-        "shard_messages": 100 if quick else 1500,
-        "failover_messages": 0 if quick else 400,
-    }
-    for name, value in defaults.items():
+    for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     return args
 
 
-def measure(args: argparse.Namespace) -> Figures:
-    """Start DMQ, run both benchmarks against it, stop it; return the figures."""
-    local = LocalDmq(dmq_app.app, dmq_app.runtime,
-                     LocalOptions(host="127.0.0.1", port=0, schedule_scale=NO_SCHEDULE))
-    url = local.start()
-    counter = DynamoCounter()
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in str(text).split(",") if n.strip())
+
+
+def _lifecycle(endpoint: str, counter: Counter, messages: int,
+               args: argparse.Namespace) -> ThroughputResult:
+    return run_throughput(endpoint, counter, ThroughputConfig(
+        messages=messages, producers=args.producers, consumers=args.consumers,
+        body_bytes=args.body_bytes, timeout_s=LIFECYCLE_TIMEOUT_S,
+        queue_name="dmq-bench-lifecycle"))
+
+
+def measure_moto(args: argparse.Namespace) -> tuple[ThroughputResult, SingleOpsResult]:
+    """The lifecycle and single-operation figures of moto's SQS server."""
+    moto = start_moto()
     try:
-        counter.attach(messages_client())
-        sqs = sqs_client(url, args.producers + args.consumers + 4)
-        throughput = run_throughput(sqs, counter, ThroughputConfig(
-            messages=args.messages, producers=args.producers, consumers=args.consumers,
-            body_bytes=args.body_bytes,
-        ))
-        backlogs = tuple(int(b) for b in str(args.backlogs).split(",") if b.strip())
-        backlog = run_backlogs(sqs, counter, BacklogConfig(
-            backlogs=backlogs, receives=args.receives, body_bytes=args.body_bytes,
-        ))
-        shard_runs = run_shards(sqs, counter, ShardsConfig(
-            shard_counts=tuple(int(n) for n in str(args.shards).split(",") if n.strip()),
-            messages=args.shard_messages, producers=args.producers, consumers=args.consumers,
-            body_bytes=args.body_bytes,
-        ))
-        store = local.store_description
+        lifecycle = _lifecycle(moto.url, NoCounter(), args.moto_messages, args)
+        single = run_single_ops(moto.url, args.single_calls, body_bytes=args.body_bytes)
     finally:
-        counter.detach()
-        local.stop()
-    environment = {"store": store, "python": platform.python_version(),
-                   "cpus": str(os.cpu_count() or 1), "endpoint": url}
-    failovers = [failover_demo.run(mode, args.failover_messages, 180.0)
-                 for mode in ("sync", "async")] if args.failover_messages else []
-    return Figures(environment, throughput, backlog, shard_runs, failovers,
-                   judge(throughput, backlog, shard_runs))
+        moto.stop()
+    return lifecycle, single
+
+
+class _DmqFigures:
+    """What the DMQ phases gather, in the order they run."""
+
+    lifecycle: ThroughputResult
+    single: SingleOpsResult
+    backlog: list[BacklogResult]
+    attributes: list[AttributesResult]
+    rss_mib: float
+    shards: list[ShardResult]
+    stop_s: float
+    stop_code: int | None
+    warm_start_s: float
+    messages_after_restart: int
+
+
+def _dmq_phases(dmq: Server, args: argparse.Namespace, out: _DmqFigures) -> None:
+    counter = RemoteCounter(dmq.url)
+    out.lifecycle = _lifecycle(dmq.url, counter, args.dmq_messages, args)
+    out.single = run_single_ops(dmq.url, args.single_calls, body_bytes=args.body_bytes)
+    out.backlog = run_backlogs(dmq.url, counter, BacklogConfig(
+        backlogs=_sizes(args.backlogs), receives=args.receives, body_bytes=args.body_bytes))
+    # Before the large backlog: its periodic table exports would slow the shard runs.
+    out.shards = run_shards(dmq.url, counter, ShardsConfig(
+        shard_counts=_sizes(args.shards), messages=args.shard_messages,
+        producers=args.producers, consumers=args.consumers, body_bytes=args.body_bytes))
+    out.attributes = [measure_attributes(dmq.url, n, args.attribute_calls, ATTRIBUTES_MAX_S,
+                                         args.body_bytes)
+                      for n in _sizes(args.attribute_backlogs)]
+    out.rss_mib = tree_rss_mib(dmq.process.pid)
+
+
+def _held(endpoint: str, backlogs: tuple[int, ...]) -> int:
+    """Messages the largest attributes queue holds (after the restart: all of them)."""
+    if not backlogs:
+        return 0
+    sqs = sqs_client(endpoint)
+    url = sqs.get_queue_url(QueueName=f"dmq-bench-attributes-{backlogs[-1]}")["QueueUrl"]
+    reply = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(reply["Attributes"]["ApproximateNumberOfMessages"])
+
+
+def measure_dmq(args: argparse.Namespace) -> _DmqFigures:
+    """Every DMQ phase on a fresh data folder, then a warm start on the same folder."""
+    out = _DmqFigures()
+    data_dir = Path(tempfile.mkdtemp(prefix="dmq-bench-data-"))
+    try:
+        dmq = start_dmq(data_dir)
+        try:
+            dmq.wait_answering()
+            _dmq_phases(dmq, args, out)
+        finally:
+            stopping = time.perf_counter()
+            out.stop_code = dmq.stop()
+            out.stop_s = round(time.perf_counter() - stopping, 1)
+        again = start_dmq(data_dir, dmq.port)
+        try:
+            out.warm_start_s = round(again.wait_answering(), 2)
+            out.messages_after_restart = _held(again.url, _sizes(args.attribute_backlogs))
+        finally:
+            again.stop()
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return out
+
+
+def measure(args: argparse.Namespace) -> Figures:
+    """moto, then DMQ; return the figures."""
+    environment: dict[str, str] = {
+        "command": "python -m bench.run" + (" --quick" if args.quick else ""),
+        "python": platform.python_version(), "cpus": str(os.cpu_count() or 1),
+        "load": " / ".join(f"{n:.1f}" for n in os.getloadavg()),
+    }
+    moto_lifecycle, moto_single = measure_moto(args)
+    dmq = measure_dmq(args)
+    lifecycle = {"moto": moto_lifecycle, "dmq": dmq.lifecycle}
+    single = {"moto": moto_single, "dmq": dmq.single}
+    rows = build_rows(lifecycle, single, dmq.backlog, dmq.attributes, dmq.rss_mib,
+                      dmq.warm_start_s)
+    stopped = ("exit code 0" if dmq.stop_code == 0 else
+               f"exit code {dmq.stop_code}" if dmq.stop_code is not None else
+               f"no exit within {STOP_TIMEOUT_S:g} s, so killed")
+    environment["restart"] = (f"Ctrl-C stop took {dmq.stop_s} s ({stopped}); after the warm "
+                              f"start the largest queue held {dmq.messages_after_restart:,} "
+                              "messages")
+    return Figures(environment, lifecycle, single, dmq.backlog, dmq.attributes, dmq.rss_mib,
+                   dmq.warm_start_s, dmq.shards, rows)
 
 
 def bench(argv: Sequence[str] | None = None) -> Figures:
-    """Run the benchmark, print the Markdown block, write the JSON; return the figures."""
+    """Run the benchmark, print the Markdown block, write JSON and Markdown; return them."""
     args = parse_args(argv)
     figures = measure(args)
     print("\n" + markdown(figures) + "\n", flush=True)
-    write_json(figures, Path(args.output))
-    print(f"Figures written to {args.output}", flush=True)
+    md_path = write_outputs(figures, Path(args.output))
+    print(f"Figures written to {args.output} and {md_path}", flush=True)
     return figures
 
 

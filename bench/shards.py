@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from bench.counting import DynamoCounter
+from bench.counting import Counter
+from bench.sqs import sqs_client
 from bench.throughput import ThroughputConfig, ThroughputResult, run_throughput
 
 EMPTY_RECEIVES = 50
@@ -35,8 +35,10 @@ class ShardResult:
     empty_receive_ms: float
 
 
-def empty_receive_cost(sqs: Any, counter: DynamoCounter, shards: int) -> tuple[int, float, float]:
+def empty_receive_cost(endpoint: str, counter: Counter,
+                       shards: int) -> tuple[int, float, float]:
     """DynamoDB requests of the first empty receive, then the mean over a run of them."""
+    sqs = sqs_client(endpoint)
     url = sqs.create_queue(QueueName=f"dmq-bench-empty-{shards}",
                            Attributes={"DmqShardCount": str(shards)})["QueueUrl"]
     before = counter.snapshot()
@@ -52,15 +54,15 @@ def empty_receive_cost(sqs: Any, counter: DynamoCounter, shards: int) -> tuple[i
     return first, round(mean, 2), round(elapsed / EMPTY_RECEIVES * 1000, 1)
 
 
-def run_shards(sqs: Any, counter: DynamoCounter, config: ShardsConfig) -> list[ShardResult]:
+def run_shards(endpoint: str, counter: Counter, config: ShardsConfig) -> list[ShardResult]:
     """A throughput run and an empty-receive run at each shard count."""
     results = []
     for shards in config.shard_counts:
-        throughput = run_throughput(sqs, counter, ThroughputConfig(
+        throughput = run_throughput(endpoint, counter, ThroughputConfig(
             messages=config.messages, producers=config.producers, consumers=config.consumers,
             body_bytes=config.body_bytes, shards=shards,
             queue_name=f"dmq-bench-shards-{shards}",
         ))
-        first, mean, ms = empty_receive_cost(sqs, counter, shards)
+        first, mean, ms = empty_receive_cost(endpoint, counter, shards)
         results.append(ShardResult(shards, throughput, first, mean, ms))
     return results

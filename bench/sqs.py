@@ -11,8 +11,9 @@ from botocore.config import Config
 BATCH = 10
 
 
-def sqs_client(endpoint: str, connections: int) -> Any:
-    """A boto3 SQS client for DMQ over HTTP, with a connection for every worker thread."""
+def sqs_client(endpoint: str, connections: int = 2, read_timeout: float = 300,
+               attempts: int = 3) -> Any:
+    """A boto3 SQS client over HTTP, with a connection for every thread that shares it."""
     return boto3.session.Session().client(
         "sqs",
         endpoint_url=endpoint,
@@ -21,9 +22,9 @@ def sqs_client(endpoint: str, connections: int) -> Any:
         aws_secret_access_key="dmq-bench",
         config=Config(
             max_pool_connections=max(10, connections),
-            retries={"mode": "standard", "max_attempts": 3},
+            retries={"mode": "standard", "max_attempts": attempts},
             connect_timeout=5,
-            read_timeout=300,
+            read_timeout=read_timeout,
         ),
     )
 
@@ -44,12 +45,14 @@ def retries_of(response: dict[str, Any]) -> int:
     return int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
 
 
-def preload(sqs: Any, queue_url: str, messages: int, size: int, threads: int = 4) -> int:
-    """Send `messages` messages in batches of ten from a few threads; return how many were sent."""
+def preload(endpoint: str, queue_url: str, messages: int, size: int, threads: int = 8) -> int:
+    """Send `messages` messages in batches of ten from a few threads (a client each); return
+    how many were sent."""
     lock = threading.Lock()
     state = {"next": 0, "sent": 0}
 
     def work() -> None:
+        sqs = sqs_client(endpoint)
         while True:
             with lock:
                 first = state["next"]

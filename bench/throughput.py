@@ -1,4 +1,5 @@
-"""Throughput: producers send batches of ten while consumers receive and delete them."""
+"""Lifecycle throughput: producers send batches of ten while consumers receive and delete
+them; each worker thread has a boto3 client of its own."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from bench.counting import DynamoCounter, receive_stats, stats_delta
-from bench.sqs import BATCH, entries, retries_of
+from bench.counting import Counter
+from bench.sqs import BATCH, entries, retries_of, sqs_client
 from bench.timing import Latency, Recorder
 
 SEND, RECEIVE, DELETE = "SendMessageBatch", "ReceiveMessage", "DeleteMessageBatch"
@@ -53,9 +54,6 @@ class ThroughputResult:
     dynamodb_per_message: dict[str, float]
     dynamodb_calls: dict[str, int]
     dynamodb_errors: dict[str, int]
-    dmq_receives: int
-    lost_claims: int
-    failed_claims_per_receive: float
     items_read_per_returned: float
 
 
@@ -72,6 +70,7 @@ class _State:
     errors: int = 0
     retries: int = 0
     empty: int = 0
+    received: int = 0
     duplicates: int = 0
     delivered: set[str] = field(default_factory=set)
     producers_done: threading.Event = field(default_factory=threading.Event)
@@ -87,8 +86,8 @@ class _State:
 
 
 class _Run:
-    def __init__(self, sqs: Any, url: str, config: ThroughputConfig) -> None:
-        self.sqs = sqs
+    def __init__(self, endpoint: str, url: str, config: ThroughputConfig) -> None:
+        self.endpoint = endpoint
         self.url = url
         self.config = config
         self.state = _State(batches=-(-config.messages // BATCH))
@@ -97,6 +96,7 @@ class _Run:
 
     def produce(self) -> None:
         state, size = self.state, self.config.body_bytes
+        sqs = sqs_client(self.endpoint)
         while time.monotonic() < self.deadline:
             with state.lock:
                 batch = state.next_batch
@@ -107,7 +107,7 @@ class _Run:
             count = min(BATCH, self.config.messages - first)
             try:
                 with self.recorder.timed(SEND):
-                    result = self.sqs.send_message_batch(QueueUrl=self.url,
+                    result = sqs.send_message_batch(QueueUrl=self.url,
                                                          Entries=entries(first, count, size))
             except (BotoCoreError, ClientError):
                 with state.lock:
@@ -121,17 +121,18 @@ class _Run:
 
     def consume(self) -> None:
         state = self.state
+        sqs = sqs_client(self.endpoint)
         while not state.done.is_set() and time.monotonic() < self.deadline:
             try:
-                self._receive_and_delete()
+                self._receive_and_delete(sqs)
             except (BotoCoreError, ClientError):
                 with state.lock:
                     state.errors += 1
 
-    def _receive_and_delete(self) -> None:
+    def _receive_and_delete(self, sqs: Any) -> None:
         state = self.state
         started = time.perf_counter()
-        result = self.sqs.receive_message(QueueUrl=self.url, MaxNumberOfMessages=BATCH,
+        result = sqs.receive_message(QueueUrl=self.url, MaxNumberOfMessages=BATCH,
                                           WaitTimeSeconds=1)
         elapsed = time.perf_counter() - started
         messages = result.get("Messages", [])
@@ -145,9 +146,10 @@ class _Run:
         handles = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]}
                    for n, m in enumerate(messages)]
         with self.recorder.timed(DELETE):
-            deleted = self.sqs.delete_message_batch(QueueUrl=self.url, Entries=handles)
+            deleted = sqs.delete_message_batch(QueueUrl=self.url, Entries=handles)
         ok = {entry["Id"] for entry in deleted.get("Successful", [])}
         with state.lock:
+            state.received += len(messages)
             state.retries += retries_of(result) + retries_of(deleted)
             state.failed_deletes += len(deleted.get("Failed", []))
             for n, message in enumerate(messages):
@@ -159,12 +161,14 @@ class _Run:
             state.check_done()
 
 
-def run_throughput(sqs: Any, counter: DynamoCounter, config: ThroughputConfig) -> ThroughputResult:
+def run_throughput(endpoint: str, counter: Counter, config: ThroughputConfig) -> ThroughputResult:
     """Run producers and consumers on a fresh queue until every message is deleted."""
+    sqs = sqs_client(endpoint)
+    attributes = {"DmqShardCount": str(config.shards)} if config.shards > 1 else {}
     url = sqs.create_queue(QueueName=config.queue_name,
-                           Attributes={"DmqShardCount": str(config.shards)})["QueueUrl"]
-    run = _Run(sqs, url, config)
-    dynamo_before, stats_before = counter.snapshot(), receive_stats()
+                           Attributes=attributes)["QueueUrl"]
+    run = _Run(endpoint, url, config)
+    dynamo_before = counter.snapshot()
     consumers = [threading.Thread(target=run.consume, name=f"bench-consumer-{n}")
                  for n in range(config.consumers)]
     producers = [threading.Thread(target=run.produce, name=f"bench-producer-{n}")
@@ -182,7 +186,6 @@ def run_throughput(sqs: Any, counter: DynamoCounter, config: ThroughputConfig) -
     state = run.state
     seconds = (state.finished_at or time.perf_counter()) - started
     dynamo = counter.snapshot() - dynamo_before
-    stats = stats_delta(receive_stats(), stats_before)
     sqs.delete_queue(QueueUrl=url)
     delivered = len(state.delivered)
     per = max(delivered, 1)
@@ -197,7 +200,5 @@ def run_throughput(sqs: Any, counter: DynamoCounter, config: ThroughputConfig) -
         dynamodb_requests_per_message=round(dynamo.total_calls / per, 3),
         dynamodb_per_message={op: round(n / per, 3) for op, n in dynamo.calls.items()},
         dynamodb_calls=dict(dynamo.calls), dynamodb_errors=dict(dynamo.errors),
-        dmq_receives=stats.receives, lost_claims=stats.lost_claims,
-        failed_claims_per_receive=round(stats.lost_claims / max(stats.receives, 1), 3),
-        items_read_per_returned=round(dynamo.items_scanned / max(stats.returned, 1), 3),
+        items_read_per_returned=round(dynamo.items_scanned / max(state.received, 1), 3),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,6 +13,7 @@ from chalice import Chalice
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
+from dmqlocal import counting
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import schedule_bindings, stream_bindings
 from dmqlocal.pump import StreamPump
@@ -109,7 +111,9 @@ class LocalDmq:
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),
                 settings.export_interval_s)
         self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
-        self.server = LocalServer(self._app, self.options.host, self.options.port)
+        counter = counting.install(self._runtime, settings.all_regions, os.environ)
+        self.server = LocalServer(self._app, self.options.host, self.options.port,
+                                  counting.routes(counter))
         for pump in self.pumps:
             pump.start()
         self.scheduler.start()

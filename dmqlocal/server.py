@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -13,11 +14,14 @@ from chalice.config import Config
 from chalice.local import LocalGateway, LocalGatewayException
 
 logger = logging.getLogger("dmq.local")
+# A local-only GET path answered beside the app: () -> (status, headers, body).
+Route = Callable[[], tuple[int, dict[str, str], Any]]
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     gateway: LocalGateway
+    routes: dict[str, Route] = {}
 
     def setup(self) -> None:
         super().setup()
@@ -31,11 +35,15 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
+        route = self.routes.get(self.path) if self.command == "GET" else None
         try:
-            response = self.gateway.handle_request(self.command, self.path, headers, body)
-            status, out_headers, payload = (
-                response["statusCode"], response.get("headers", {}), response.get("body")
-            )
+            if route is not None:
+                status, out_headers, payload = route()
+            else:
+                response = self.gateway.handle_request(self.command, self.path, headers, body)
+                status, out_headers, payload = (
+                    response["statusCode"], response.get("headers", {}), response.get("body")
+                )
         except LocalGatewayException as exc:
             status, out_headers, payload = exc.CODE, exc.headers, exc.body
         data = payload if isinstance(payload, bytes) else (payload or "").encode("utf-8")
@@ -59,8 +67,10 @@ class _Server(ThreadingHTTPServer):
 class LocalServer:
     """Serves a Chalice app at host:port until stopped."""
 
-    def __init__(self, app: Chalice, host: str = "127.0.0.1", port: int = 9324) -> None:
-        handler = type("Handler", (_Handler,), {"gateway": LocalGateway(app, Config())})
+    def __init__(self, app: Chalice, host: str = "127.0.0.1", port: int = 9324,
+                 routes: dict[str, Route] | None = None) -> None:
+        handler = type("Handler", (_Handler,), {"gateway": LocalGateway(app, Config()),
+                                                "routes": dict(routes or {})})
         self._server = _Server((host, port), handler)
         self._thread: threading.Thread | None = None
 

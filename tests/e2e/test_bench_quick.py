@@ -1,45 +1,67 @@
-"""GIVEN the benchmark in its quick mode WHEN it runs against a local DMQ over HTTP
-THEN every message is delivered once, the DynamoDB calls are counted, and a receive
-reads no more than about twice what it returns at every backlog."""
+"""GIVEN the benchmark and the soak in small sizes WHEN they run against moto's SQS server
+and DMQ on its default store THEN every figure is measured and judged, the DynamoDB counts
+come from inside DMQ, and the soak writes its page and plot."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bench import run
+from bench import run, soak
+
+FIGURES = (
+    "lifecycle messages/s", "DynamoDB requests per message", "SendMessage p50 ms",
+    "ReceiveMessage(1) p50 ms", "DeleteMessage p50 ms", "ReceiveMessage(10) p50 ms, backlog 60",
+    "GetQueueAttributes(All) p50 ms, backlog 200", "RSS MiB", "warm start s",
+)
 
 
-def test_quick_bench_measures_a_lossless_run(tmp_path: Path) -> None:
+def test_quick_bench_measures_and_judges_every_figure(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
     figures = run.bench([
-        "--quick", "--messages", "120", "--receives", "10", "--backlogs", "0,40",
-        "--shards", "1,4", "--shard-messages", "40", "--output", str(output),
+        "--quick", "--moto-messages", "20", "--dmq-messages", "60", "--single-calls", "5",
+        "--receives", "5", "--backlogs", "20,60", "--attribute-backlogs", "20,200",
+        "--attribute-calls", "5", "--output", str(output),
     ])
 
-    t = figures.throughput
-    assert t.sent == t.delivered == 120
-    assert t.duplicates == 0 and t.failed_sends == 0 and t.failed_deletes == 0
-    assert t.messages_per_s > 0
-    assert t.send_batch.count >= 12 and t.delete_batch.count >= 1
-    assert t.dynamodb_calls.get("BatchWriteItem", 0) >= 12  # sends are batched
-    assert 0 < t.dynamodb_requests_per_message < 10
+    for name in ("moto", "dmq"):
+        lifecycle = figures.lifecycle[name]
+        assert lifecycle.sent == lifecycle.delivered == lifecycle.messages
+        assert lifecycle.duplicates == 0 and lifecycle.messages_per_s > 0
+        assert figures.single_ops[name].send.count == 5
+    dmq = figures.lifecycle["dmq"]
+    assert dmq.dynamodb_calls.get("BatchWriteItem", 0) >= 6  # counted inside DMQ
+    assert 0 < dmq.dynamodb_requests_per_message < 10
+    assert figures.lifecycle["moto"].dynamodb_calls == {}
+    assert [a.preloaded for a in figures.attributes] == [20, 200]
+    assert figures.attributes[-1].visible_reported == 200
+    assert 0 < figures.rss_mib < 4096 and 0 < figures.warm_start_s < 60
+    for name in FIGURES:
+        row = figures.row(name)
+        assert row.dmq is not None and row.dmq > 0, row
+        assert row.target == "-" or row.passed is not None, row
+    assert figures.row("lifecycle messages/s").moto is not None
 
-    empty, loaded = figures.backlog
-    assert empty.backlog == 0 and empty.returned == 0 and empty.items_read == 0
-    assert loaded.preloaded == 40 and loaded.returned == 10 * 10
-    assert loaded.items_read_per_returned is not None
-    assert loaded.items_read_per_returned <= 2.0
-    assert figures.criteria.items_read_within_twice_returned
-
-    assert [r.shards for r in figures.shards] == [1, 4]
-    for shard_run in figures.shards:
-        assert shard_run.throughput.sent == shard_run.throughput.delivered == 40
-        assert shard_run.throughput.duplicates == 0
-        assert shard_run.first_empty_receive_requests <= 2 * shard_run.shards
-        assert shard_run.empty_receive_requests < shard_run.first_empty_receive_requests
-    assert set(figures.criteria.requests_per_message_by_shards) == {1, 4}
-
+    page = output.with_suffix(".md").read_text()
+    assert "| figure | moto | DMQ | ratio | target | PASS/FAIL |" in page
+    assert all(name in page for name in FIGURES)
     saved = json.loads(output.read_text())
-    assert saved["throughput"]["delivered"] == 120
-    assert [b["backlog"] for b in saved["backlog"]] == [0, 40]
+    assert saved["lifecycle"]["dmq"]["delivered"] == 60
+    assert len(saved["rows"]) == len(figures.rows)
+
+
+def test_short_soak_samples_latency_memory_and_depth(tmp_path: Path) -> None:
+    figures = soak.soak(["--duration", "20", "--interval", "5", "--output-dir", str(tmp_path),
+                         "--json", str(tmp_path / "soak.json")])
+
+    assert 4 <= len(figures.samples) <= 5
+    assert all(s.rss_mib > 0 and s.depth >= 0 for s in figures.samples)
+    assert figures.deleted > 0 and figures.errors == 0
+    assert figures.samples[-1].p99_ms["SendMessageBatch"] > 0
+    verdict = figures.verdict
+    assert set(verdict["first_p99_ms"]) == set(soak.OPERATIONS)  # type: ignore[arg-type]
+    assert isinstance(verdict["flat"], bool)
+    page = (tmp_path / "soak.md").read_text()
+    assert "Verdict:" in page and "RSS MiB" in page and "MiB per hour" in page
+    assert (tmp_path / "soak.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "soak.json").read_text())["samples"]
