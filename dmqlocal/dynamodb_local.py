@@ -172,7 +172,7 @@ class DynamoDBLocal:
         """Install if needed, start, and wait until it answers; return the endpoint."""
         folder = install()
         command = [java(), f"-Djava.library.path={folder / 'DynamoDBLocal_lib'}",
-                   "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                   "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC",
                    "-jar", str(folder / "DynamoDBLocal.jar"),
                    "-port", str(self.port), "-disableTelemetry"]
         if self.db_path is None:

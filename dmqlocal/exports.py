@@ -161,13 +161,25 @@ class TableExporter:
 
 
 class PeriodicExporter:
-    """Runs an exporter every `interval_s` in a background thread, and once at stop."""
+    """Runs an exporter every `interval_s` in a background thread, and once at stop.
+
+    An export scans every table, so its cost grows with the messages held. The pause
+    after an export is at least `BUSY_SHARE` times as long as the export took, so that
+    exporting a large backlog never takes more than a small share of the store's time.
+    """
+
+    BUSY_SHARE = 10
 
     def __init__(self, exporter: TableExporter, interval_s: float) -> None:
         self._exporter = exporter
         self._interval = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.last_duration_s = 0.0
+
+    def next_pause_s(self) -> float:
+        """How long to wait before the next periodic export."""
+        return max(self._interval, self.BUSY_SHARE * self.last_duration_s)
 
     def start(self) -> None:
         """Export on a timer in a background thread."""
@@ -175,16 +187,19 @@ class PeriodicExporter:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._stop.wait(self.next_pause_s()):
             self.export_now()
 
     def export_now(self) -> list[Path]:
         """One export of every table now (failures are logged, not raised)."""
+        started = time.monotonic()
         try:
             return self._exporter.export_all()
         except Exception:
             logger.exception("table export failed")
             return []
+        finally:
+            self.last_duration_s = time.monotonic() - started
 
     def stop(self, final_export: bool = True) -> None:
         """Stop the timer, then write a last export (not when the store is gone)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from moto import mock_aws
 
 from chalicelib.metadata.epoch import read_epoch
-from dmqlocal.exports import KEEP_EXPORTS, ExportTarget, TableExporter
+from dmqlocal.exports import KEEP_EXPORTS, ExportTarget, PeriodicExporter, TableExporter
 from infra import provision
 
 TABLE = "dmq-messages"
@@ -91,3 +92,28 @@ def test_exports_of_an_earlier_epoch_are_pruned_like_any_other(dynamodb: Any,
     # THEN only this run's newest are kept: the newest export judges every epoch's messages
     kept = sorted((tmp_path / "exports" / TABLE / "eu-west-1" / "AWSDynamoDB").iterdir())
     assert kept == written
+
+
+class _SlowExporter:
+    """An exporter whose every export takes a known time."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.calls = 0
+
+    def export_all(self) -> list[Path]:
+        self.calls += 1
+        time.sleep(self.seconds)
+        return []
+
+
+def test_a_slow_export_spaces_out_the_next_ones() -> None:
+    # GIVEN exports every 0.01 s, each of which takes 0.05 s (a large backlog)
+    exporter = _SlowExporter(0.05)
+    periodic = PeriodicExporter(exporter, 0.01)  # type: ignore[arg-type]
+    assert periodic.next_pause_s() == 0.01
+    # WHEN one export has run
+    periodic.export_now()
+    # THEN the next waits ten times as long as it took, not the configured interval
+    assert exporter.calls == 1
+    assert 0.5 <= periodic.next_pause_s() < 1.0
