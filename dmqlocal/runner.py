@@ -15,7 +15,7 @@ from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal import counting
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
-from dmqlocal.handlers import schedule_bindings, stream_bindings
+from dmqlocal.handlers import StreamBinding, schedule_bindings, stream_bindings
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import LocalServer
@@ -84,28 +84,7 @@ class LocalDmq:
         bindings = stream_bindings(self._app)
         targets: list[ExportTarget] = []
         for region in settings.all_regions:
-            clients = Clients(settings, region)
-            provision.create_all(
-                clients.dynamodb, None if settings.bodies_dir else clients.s3,
-                {"QueuesTableName": settings.queues_table,
-                 "MessagesTableName": settings.messages_table,
-                 "BodiesBucketName": settings.bodies_bucket,
-                 "ControlTableName": settings.control_table},
-                region=region,
-            )
-            provision.create_cluster_tables(
-                clients.dynamodb, [settings.cluster_table(c) for c in settings.clusters[1:]]
-            )
-            # Checkpoints stay beside a store that keeps its data (one folder per region:
-            # DynamoDB Local's stream ARNs do not name theirs); the memory store starts afresh.
-            checkpoints = (None if self.store_kind is StoreKind.MEMORY
-                           else Path(data_dir or ".dmq") / "checkpoints" / region)
-            self.pumps.append(StreamPump(clients.dynamodb, clients.streams, bindings, region,
-                                         self.options.pump_interval_s, self._runtime.health,
-                                         checkpoint_dir=checkpoints))
-            targets += [ExportTarget(region, table, clients.dynamodb, settings.control_table)
-                        for table in (settings.queues_table,
-                                      *(settings.cluster_table(c) for c in settings.clusters))]
+            targets += self._prepare_region(settings, region, bindings, Path(data_dir or ".dmq"))
         if settings.data_dir:
             self.exporter = PeriodicExporter(
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),
@@ -121,6 +100,32 @@ class LocalDmq:
             self.exporter.start()
         self.server.start()
         return self.server.url
+
+    def _prepare_region(self, settings: Settings, region: str, bindings: list[StreamBinding],
+                        data_dir: Path) -> list[ExportTarget]:
+        """Create the region's missing tables and its stream pump; its export targets."""
+        clients = Clients(settings, region)
+        provision.create_all(
+            clients.dynamodb, None if settings.bodies_dir else clients.s3,
+            {"QueuesTableName": settings.queues_table,
+             "MessagesTableName": settings.messages_table,
+             "BodiesBucketName": settings.bodies_bucket,
+             "ControlTableName": settings.control_table},
+            region=region,
+        )
+        provision.create_cluster_tables(
+            clients.dynamodb, [settings.cluster_table(c) for c in settings.clusters[1:]]
+        )
+        # Checkpoints stay beside a store that keeps its data (one folder per region:
+        # DynamoDB Local's stream ARNs do not name theirs); the memory store starts afresh.
+        checkpoints = (None if self.store_kind is StoreKind.MEMORY
+                       else data_dir / "checkpoints" / region)
+        self.pumps.append(StreamPump(clients.dynamodb, clients.streams, bindings, region,
+                                     self.options.pump_interval_s, self._runtime.health,
+                                     checkpoint_dir=checkpoints))
+        return [ExportTarget(region, table, clients.dynamodb, settings.control_table)
+                for table in (settings.queues_table,
+                              *(settings.cluster_table(c) for c in settings.clusters))]
 
     def _archive_caught_up(self, since: float) -> bool:
         return all(p.wait_caught_up(since, timeout_s=30) for p in self.pumps)
