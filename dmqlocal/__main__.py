@@ -67,13 +67,14 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         stopped.wait()
     except KeyboardInterrupt:
-        print("Stopping DMQ: writing the last table export ...", flush=True)
+        print("Stopping DMQ: writing the last table export (Ctrl-C again skips it) ...",
+              flush=True)
     except DynamoDBLocalError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         code = 1
     finally:
-        # A second Ctrl-C must not cut the shutdown short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # A second Ctrl-C skips the last export, but never cuts the rest of the shutdown.
+        signal.signal(signal.SIGINT, lambda *_: local.skip_export())
         if store_died:
             tail = local.store.dynamodb_local.output_tail() if (
                 local.store and local.store.dynamodb_local) else ""

@@ -59,9 +59,16 @@ def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _scan(dynamodb: DynamoDBClient, table: str) -> Iterator[dict[str, Any]]:
+class ExportCancelledError(Exception):
+    """The export was cancelled (a second Ctrl-C at shutdown); nothing of it is kept."""
+
+
+def _scan(dynamodb: DynamoDBClient, table: str,
+          cancelled: threading.Event) -> Iterator[dict[str, Any]]:
     kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
     while True:
+        if cancelled.is_set():
+            raise ExportCancelledError(table)
         page = dynamodb.scan(**kwargs)
         yield from page.get("Items", [])
         if "LastEvaluatedKey" not in page:
@@ -79,6 +86,7 @@ class TableExporter:
         self._targets = targets
         self._caught_up = caught_up
         self._lock = threading.Lock()
+        self.cancelled = threading.Event()
 
     def export_all(self) -> list[Path]:
         """Export every table; return the export folders written."""
@@ -114,11 +122,15 @@ class TableExporter:
             parts.append(key)
             batch.clear()
 
-        for item in _scan(target.dynamodb, target.table):
-            batch.append(item)
-            count += 1
-            if len(batch) >= ITEMS_PER_PART:
-                write_part()
+        try:
+            for item in _scan(target.dynamodb, target.table, self.cancelled):
+                batch.append(item)
+                count += 1
+                if len(batch) >= ITEMS_PER_PART:
+                    write_part()
+        except ExportCancelledError:
+            shutil.rmtree(self._root / prefix, ignore_errors=True)
+            raise
         if batch or not parts:
             write_part()
         summary = {
@@ -195,11 +207,19 @@ class PeriodicExporter:
         started = time.monotonic()
         try:
             return self._exporter.export_all()
+        except ExportCancelledError:
+            logger.warning("table export skipped: the audit judges by the previous export")
+            return []
         except Exception:
             logger.exception("table export failed")
             return []
         finally:
             self.last_duration_s = time.monotonic() - started
+
+    def cancel(self) -> None:
+        """Abandon the export under way (its partial files stay without a summary, so
+        readers skip them) and any later one."""
+        self._exporter.cancelled.set()
 
     def stop(self, final_export: bool = True) -> None:
         """Stop the timer, then write a last export (not when the store is gone)."""

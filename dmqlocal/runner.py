@@ -130,6 +130,11 @@ class LocalDmq:
     def _archive_caught_up(self, since: float) -> bool:
         return all(p.wait_caught_up(since, timeout_s=30) for p in self.pumps)
 
+    def skip_export(self) -> None:
+        """Abandon the table export under way (a second Ctrl-C while stopping)."""
+        if self.exporter is not None:
+            self.exporter.cancel()
+
     def export_now(self) -> None:
         """Write a table export now (what the timer and the shutdown do)."""
         if self.exporter is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,7 +19,16 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, DmqProcess, free_port, launch
+from dmqlocal.dynamodb_local import DynamoDBLocal
+from tests.e2e.conftest import (
+    ROOT,
+    START_TIMEOUT_S,
+    STOP_TIMEOUT_S,
+    DmqProcess,
+    free_port,
+    launch,
+    server_env,
+)
 
 CONFIG = Config(connect_timeout=2, read_timeout=10, retries={"total_max_attempts": 1})
 
@@ -56,7 +67,9 @@ def test_ctrl_c_and_restart_keep_queues_and_messages_as_they_were(tmp_path: Path
             "VisibilityTimeout": "45", "DelaySeconds": "0", "DmqShardCount": "2"},
             tags={"team": "payments"})["QueueUrl"]
         for i in range(12):
-            sqs.send_message(QueueUrl=url, MessageBody=f"body-{i}", MessageAttributes={
+            # one body is past the inline limit: it is kept in the data folder's body store
+            body = f"body-{i}" + ("." * 400_000 if i == 7 else "")
+            sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes={
                 "n": {"DataType": "Number", "StringValue": str(i)}})
         held = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4, VisibilityTimeout=0,
                                    WaitTimeSeconds=2)["Messages"]
@@ -97,15 +110,19 @@ def test_ctrl_c_and_restart_keep_queues_and_messages_as_they_were(tmp_path: Path
         assert {m["MessageId"] for m in visible} == set(handles) - in_flight
         for message in visible:
             number = message["MessageAttributes"]["n"]["StringValue"]
-            assert message["Body"] == f"body-{number}"
+            assert message["Body"] == f"body-{number}" + ("." * 400_000 if number == "7" else "")
             assert message["Attributes"]["ApproximateReceiveCount"] == "2"
         # AND the in-flight ones are still held by their receipt handles from before
         assert _receive_all(sqs, url, 1) == []
         for message_id in in_flight:
             sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handles[message_id],
                                           VisibilityTimeout=0)
-        back = _receive_all(sqs, url, 4, AttributeNames=["ApproximateReceiveCount"])
+        back = _receive_all(sqs, url, 4, AttributeNames=["ApproximateReceiveCount"],
+                            MessageAttributeNames=["All"])
         assert {m["MessageId"] for m in back} == in_flight
+        for message in back:
+            number = message["MessageAttributes"]["n"]["StringValue"]
+            assert message["Body"] == f"body-{number}" + ("." * 400_000 if number == "7" else "")
         assert {m["Attributes"]["ApproximateReceiveCount"] for m in back} == {"3"}
     finally:
         assert dmq.stop(STOP_TIMEOUT_S) == 0, dmq.output
@@ -181,6 +198,37 @@ def test_a_dead_store_stops_the_server_with_a_clear_error(tmp_path: Path) -> Non
         dmq.stop(STOP_TIMEOUT_S)
     assert code == 1, dmq.output
     assert "DynamoDB Local stopped unexpectedly" in dmq.output
+
+
+def test_an_external_endpoint_alone_starts_without_credentials(tmp_path: Path) -> None:
+    # GIVEN a DynamoDB of the user's own, and no AWS credentials in the environment
+    store = DynamoDBLocal(None)
+    endpoint = store.start()
+    env = {k: v for k, v in server_env().items() if not k.startswith("AWS_")}
+    env.update(DMQ_DYNAMODB_ENDPOINT=endpoint, DMQ_DATA_DIR=str(tmp_path), HOME=str(tmp_path))
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dmqlocal", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    dmq = DmqProcess(process=process, port=port)
+    dmq.start_reading()
+    try:
+        # WHEN DMQ starts on it alone (no S3 endpoint either)
+        assert dmq.wait_ready(START_TIMEOUT_S), dmq.output
+        assert "external store" in dmq.output
+        sqs = _sqs(dmq)
+        url = sqs.create_queue(QueueName="outside")["QueueUrl"]
+        # THEN it serves, large bodies included (they go to the data folder)
+        sqs.send_message(QueueUrl=url, MessageBody="b" * 500_000)
+        got = _receive_all(sqs, url, 1)
+        assert [m["Body"] for m in got] == ["b" * 500_000]
+        assert any((tmp_path / "bodies").rglob("*"))
+    finally:
+        code = dmq.stop(STOP_TIMEOUT_S)
+        store.stop()
+    assert code == 0, dmq.output
+    assert "NoCredentialsError" not in dmq.output and "Traceback" not in dmq.output
 
 
 def _run_until_exit(**env: str) -> tuple[int | None, str]:

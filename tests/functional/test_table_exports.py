@@ -117,3 +117,15 @@ def test_a_slow_export_spaces_out_the_next_ones() -> None:
     # THEN the next waits ten times as long as it took, not the configured interval
     assert exporter.calls == 1
     assert 0.5 <= periodic.next_pause_s() < 1.0
+
+
+def test_a_cancelled_export_leaves_nothing_behind(dynamodb: Any, tmp_path: Path) -> None:
+    # GIVEN an exporter over a table with items
+    exporter = TableExporter(tmp_path, [_target(dynamodb)])
+    periodic = PeriodicExporter(exporter, 60)
+    # WHEN its export is cancelled (a second Ctrl-C while DMQ stops)
+    periodic.cancel()
+    # THEN the export is skipped and leaves no partial export folder
+    assert periodic.export_now() == []
+    assert not list(tmp_path.rglob("*.json.gz"))
+    assert not list(tmp_path.rglob("manifest-summary.json"))
