@@ -15,7 +15,7 @@ from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal import counting
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
-from dmqlocal.handlers import StreamBinding, schedule_bindings, stream_bindings
+from dmqlocal.handlers import StreamBinding, local_stream_bindings, schedule_bindings
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import LocalServer
@@ -81,7 +81,8 @@ class LocalDmq:
                                  self.options.on_store_exit, self.options.sync_every_write)
         settings = self._store.start(settings)
         self._runtime.configure(settings)
-        bindings = stream_bindings(self._app)
+        bindings = local_stream_bindings(self._app, settings.queues_table,
+                                         settings.all_regions)
         targets: list[ExportTarget] = []
         for region in settings.all_regions:
             targets += self._prepare_region(settings, region, bindings, Path(data_dir or ".dmq"))
