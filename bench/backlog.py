@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.counting import Counter, DynamoSnapshot
@@ -21,6 +22,9 @@ class BacklogConfig:
     backlogs: tuple[int, ...]
     receives: int
     body_bytes: int = 256
+    # Waits until the server is quiet after a preload (its stream pump has archived the
+    # preload); returns the seconds waited. The receives measure the backlog, not that.
+    settle: Callable[[], float] = field(default=lambda: 0.0)
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class BacklogResult:
     backlog: int
     preloaded: int
     preload_seconds: float
+    settle_seconds: float
     receives: int
     returned: int
     returned_per_receive: float
@@ -79,11 +84,13 @@ def measure_backlog(
     started = time.perf_counter()
     preloaded = preload(endpoint, url, backlog, config.body_bytes) if backlog else 0
     preload_seconds = time.perf_counter() - started
+    settle_seconds = config.settle()
     recorder, spent, returned = _receive_costs(sqs, url, counter, config, refill=backlog > 0)
     sqs.delete_queue(QueueUrl=url)
     receives = max(config.receives, 1)
     return BacklogResult(
         backlog=backlog, preloaded=preloaded, preload_seconds=round(preload_seconds, 2),
+        settle_seconds=settle_seconds,
         receives=config.receives, returned=returned,
         returned_per_receive=round(returned / receives, 2),
         latency=recorder.summary(RECEIVE),

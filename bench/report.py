@@ -9,6 +9,7 @@ from typing import Any
 
 from bench.attributes import AttributesResult
 from bench.backlog import BacklogResult
+from bench.floor import FloorResult
 from bench.shards import EMPTY_RECEIVES, ShardResult
 from bench.single_ops import SingleOpsResult
 from bench.throughput import ThroughputResult
@@ -47,6 +48,7 @@ class Figures:
     warm_start_s: float
     shards: list[ShardResult]
     rows: list[Row]
+    floor: FloorResult | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for json.dump."""
@@ -162,12 +164,16 @@ def details(figures: Figures) -> list[str]:
             f"receive {t.receive.p50_ms:.1f}, delete {t.delete_batch.p50_ms:.1f}.")
     for a in figures.attributes:
         lines.append(f"- Preload of {a.preloaded:,} messages (8 threads, batches of 10): "
-                     f"{a.preload_seconds:.1f} s ({a.preload_messages_per_s:,.0f} messages/s); "
+                     f"{a.preload_seconds:.1f} s ({a.preload_messages_per_s:,.0f} messages/s), "
+                     "then "
+                     f"{a.settle_seconds:.0f} s until the server was idle; "
                      f"{a.latency.count} GetQueueAttributes calls, ApproximateNumberOfMessages "
                      f"{a.visible_reported:,}.")
     for b in figures.backlog:
         lines.append(f"- Receive at backlog {b.backlog:,}: {b.receives} receives of 10 "
-                     f"(VisibilityTimeout=3600, refilled), {b.returned_per_receive:.1f} "
+                     "(VisibilityTimeout=3600, refilled) once the server was idle after the "
+                     f"preload ({b.settle_seconds:.0f} s), "
+                     f"{b.returned_per_receive:.1f} "
                      f"returned each, p99 {b.latency.p99_ms:.1f} ms, "
                      f"{b.dynamodb_requests_per_receive:.1f} DynamoDB requests and "
                      f"{b.items_read_per_receive:.1f} items read per receive.")
@@ -195,6 +201,43 @@ def shards_table(shards: list[ShardResult]) -> list[str]:
     return rows
 
 
+def floor_lines(figures: Figures) -> list[str]:
+    """DynamoDB Local alone, set against what the moto-relative targets need."""
+    floor = figures.floor
+    if floor is None:
+        return []
+    cpus = int(figures.environment.get("cpus", "1"))
+    moto = figures.lifecycle["moto"].messages_per_s
+    needed = LIFECYCLE_RATIO * moto
+    budget = cpus * 1000 / needed if needed else 0.0
+    spent = floor.store_cpu_ms_per_message + floor.client_cpu_ms_per_message
+    single = figures.single_ops["moto"]
+    lines = [
+        f"**The store's floor.** DynamoDB Local alone, with DMQ's tables and nothing of DMQ "
+        f"in between (`bench/floor.py`): {floor.messages:,} messages sent, claimed, read back "
+        f"and deleted in batches of ten by 4 producer and 4 consumer threads took "
+        f"{floor.seconds:.1f} s, **{floor.messages_per_s:,.1f} messages/s**; DynamoDB Local "
+        f"spent {floor.store_cpu_ms_per_message:.2f} ms of CPU per message and the boto3 "
+        f"calls {floor.client_cpu_ms_per_message:.2f} ms. {LIFECYCLE_RATIO:g}x moto is "
+        f"{needed:,.0f} messages/s, which leaves {budget:.2f} ms of CPU per message on "
+        f"{cpus} CPUs for the store, DMQ and the SQS clients together: the store's own "
+        f"calls take {spent:.2f} ms of it"
+        + (" (more than all of it)." if spent >= budget else "."),
+        "",
+        "| one call's store work alone | p50 ms | p99 ms | "
+        f"{SINGLE_OP_RATIO:g}x moto's p50 (the target for the whole call) |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, latency, whole in (
+        ("SendMessage: PutItem + counter UpdateItem", floor.send, single.send),
+        ("ReceiveMessage(1): Query + claim UpdateItem", floor.receive, single.receive),
+        ("DeleteMessage: TransactWriteItems (delete + counter)", floor.delete, single.delete),
+    ):
+        lines.append(f"| {label} | {latency.p50_ms:.2f} | {latency.p99_ms:.2f} "
+                     f"| {SINGLE_OP_RATIO * whole.p50_ms:.2f} |")
+    return lines
+
+
 def markdown(figures: Figures) -> str:
     """The Markdown block."""
     env = figures.environment
@@ -210,6 +253,8 @@ def markdown(figures: Figures) -> str:
         *details(figures),
         "",
         *shards_table(figures.shards),
+        "",
+        *floor_lines(figures),
     ]
     return "\n".join(lines).rstrip()
 

@@ -3,7 +3,8 @@
 Each server runs as a subprocess, one after the other so they do not share the CPUs:
 moto first, then DMQ (`python -m dmqlocal`, fresh data folder, its DynamoDB requests
 counted inside it). DMQ is then stopped with Ctrl-C and started again on the same folder
-to time a warm start; the folder is removed at the end.
+to time a warm start; the folder is removed at the end. First, DynamoDB Local alone
+(`bench/floor.py`) measures the store's floor: what no code on top of it can beat.
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ from pathlib import Path
 from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
+from bench.floor import measure_floor
 from bench.report import Figures, build_rows, markdown, write_outputs
-from bench.servers import STOP_TIMEOUT_S, Server, start_dmq, start_moto, tree_rss_mib
+from bench.servers import (
+    STOP_TIMEOUT_S,
+    Server,
+    start_dmq,
+    start_moto,
+    tree_rss_mib,
+    wait_idle,
+)
 from bench.shards import ShardResult, ShardsConfig, run_shards
 from bench.single_ops import SingleOpsResult, run_single_ops
 from bench.sqs import sqs_client
@@ -36,11 +45,13 @@ ATTRIBUTES_MAX_S = 60.0
 FULL = {"moto_messages": 600, "dmq_messages": 6000, "producers": 4, "consumers": 4,
         "single_calls": 200, "receives": 200, "backlogs": "100,10000",
         "attribute_backlogs": "100,100000", "attribute_calls": 200, "shards": "1,4",
-        "shard_messages": 600}
+        "shard_messages": 600, "floor_messages": 4000, "floor_calls": 300,
+        "settle_timeout": 300.0}
 QUICK = {"moto_messages": 40, "dmq_messages": 200, "producers": 2, "consumers": 2,
          "single_calls": 20, "receives": 20, "backlogs": "100,500",
          "attribute_backlogs": "100,1000", "attribute_calls": 20, "shards": "",
-         "shard_messages": 100}
+         "shard_messages": 100, "floor_messages": 400, "floor_calls": 30,
+         "settle_timeout": 15.0}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -100,16 +111,22 @@ class _DmqFigures:
 
 def _dmq_phases(dmq: Server, args: argparse.Namespace, out: _DmqFigures) -> None:
     counter = RemoteCounter(dmq.url)
+
+    def settle() -> float:
+        return wait_idle(dmq.process.pid, timeout_s=args.settle_timeout)
+
     out.lifecycle = _lifecycle(dmq.url, counter, args.dmq_messages, args)
+    settle()
     out.single = run_single_ops(dmq.url, args.single_calls, body_bytes=args.body_bytes)
     out.backlog = run_backlogs(dmq.url, counter, BacklogConfig(
-        backlogs=_sizes(args.backlogs), receives=args.receives, body_bytes=args.body_bytes))
+        backlogs=_sizes(args.backlogs), receives=args.receives, body_bytes=args.body_bytes,
+        settle=settle))
     # Before the large backlog: its periodic table exports would slow the shard runs.
     out.shards = run_shards(dmq.url, counter, ShardsConfig(
         shard_counts=_sizes(args.shards), messages=args.shard_messages,
         producers=args.producers, consumers=args.consumers, body_bytes=args.body_bytes))
     out.attributes = [measure_attributes(dmq.url, n, args.attribute_calls, ATTRIBUTES_MAX_S,
-                                         args.body_bytes)
+                                         args.body_bytes, settle)
                       for n in _sizes(args.attribute_backlogs)]
     out.rss_mib = tree_rss_mib(dmq.process.pid)
 
@@ -155,6 +172,8 @@ def measure(args: argparse.Namespace) -> Figures:
         "python": platform.python_version(), "cpus": str(os.cpu_count() or 1),
         "load": " / ".join(f"{n:.1f}" for n in os.getloadavg()),
     }
+    floor = measure_floor(args.floor_messages, args.producers, args.consumers,
+                          args.floor_calls)
     moto_lifecycle, moto_single = measure_moto(args)
     dmq = measure_dmq(args)
     lifecycle = {"moto": moto_lifecycle, "dmq": dmq.lifecycle}
@@ -168,7 +187,7 @@ def measure(args: argparse.Namespace) -> Figures:
                               f"start the largest queue held {dmq.messages_after_restart:,} "
                               "messages")
     return Figures(environment, lifecycle, single, dmq.backlog, dmq.attributes, dmq.rss_mib,
-                   dmq.warm_start_s, dmq.shards, rows)
+                   dmq.warm_start_s, dmq.shards, rows, floor)
 
 
 def bench(argv: Sequence[str] | None = None) -> Figures:

@@ -161,3 +161,38 @@ def tree_rss_mib(pid: int) -> float:
         total += _rss_kib(current)
         pending += _children(current)
     return round(total / 1024, 1)
+
+
+def _tree(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending += _children(current)
+    return found
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(pid: int, quiet_share: float = 0.15, quiet_s: float = 2.0,
+              timeout_s: float = 300.0) -> float:
+    """Wait until a server and its children use less than `quiet_share` of one CPU for
+    `quiet_s` in a row (its stream pump has archived what a preload wrote, its periodic
+    work is done); return the seconds waited (at most `timeout_s`)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        pids = _tree(pid)
+        before = _cpu_seconds(pids)
+        time.sleep(quiet_s)
+        if _cpu_seconds(pids) - before < quiet_share * quiet_s:
+            break
+    return round(time.monotonic() - started, 1)

@@ -21,7 +21,8 @@ def test_quick_bench_measures_and_judges_every_figure(tmp_path: Path) -> None:
     figures = run.bench([
         "--quick", "--moto-messages", "20", "--dmq-messages", "60", "--single-calls", "5",
         "--receives", "5", "--backlogs", "20,60", "--attribute-backlogs", "20,200",
-        "--attribute-calls", "5", "--output", str(output),
+        "--attribute-calls", "5", "--floor-messages", "80", "--floor-calls", "5",
+        "--settle-timeout", "10", "--output", str(output),
     ])
 
     for name in ("moto", "dmq"):
@@ -42,7 +43,14 @@ def test_quick_bench_measures_and_judges_every_figure(tmp_path: Path) -> None:
         assert row.target == "-" or row.passed is not None, row
     assert figures.row("lifecycle messages/s").moto is not None
 
+    floor = figures.floor
+    assert floor is not None and floor.messages == 80 and floor.messages_per_s > 0
+    assert floor.store_cpu_ms_per_message > 0 and floor.client_cpu_ms_per_message > 0
+    assert floor.send.count == floor.receive.count == 5 and floor.delete.count == 5
+    assert all(b.settle_seconds <= 15 for b in figures.backlog)
+
     page = output.with_suffix(".md").read_text()
+    assert "**The store's floor.**" in page and "DeleteMessage: TransactWriteItems" in page
     assert "| figure | moto | DMQ | ratio | target | PASS/FAIL |" in page
     assert all(name in page for name in FIGURES)
     saved = json.loads(output.read_text())

@@ -1,0 +1,212 @@
+"""The store's floor: what DynamoDB Local alone does with the item operations of DMQ's
+message lifecycle, with nothing of DMQ in between.
+
+The tables are DMQ's own (`infra/dmq.template.json`: the visibility index, the stream),
+on a DynamoDB Local started as `make run` starts it. Producers write batches of ten and
+add them to a shard counter; consumers query the visibility index for ten, claim them in
+one transaction, read them back in one batch, and delete them in one transaction with the
+counter. That is the store work of a message sent, received and deleted in batches of
+ten, the lower bound of what DMQ can do on this store. The CPU time of DynamoDB Local
+and of this process's boto3 clients is read from /proc, so the figures per message do
+not depend on what else the machine runs.
+
+Then the store calls behind one SendMessage, ReceiveMessage and DeleteMessage, one at a
+time: the least each of those can take on this store, before any HTTP, parsing or logic.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from bench.timing import Latency, Recorder
+from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
+from infra import provision
+
+MESSAGES, CONTROL, INDEX = "floor-messages", "floor-control", "visible-index"
+PK = "floor/q#0"
+BATCH = 10
+SEND, RECEIVE, DELETE = "SendMessage", "ReceiveMessage", "DeleteMessage"
+
+
+@dataclass(frozen=True)
+class FloorResult:
+    """DynamoDB Local alone: lifecycle throughput, CPU per message, single-call latency."""
+
+    messages: int
+    seconds: float
+    messages_per_s: float
+    store_cpu_ms_per_message: float
+    client_cpu_ms_per_message: float
+    send: Latency  # PutItem, then the counter's UpdateItem
+    receive: Latency  # Query of one, then the claim's UpdateItem
+    delete: Latency  # TransactWriteItems: the delete and the counter
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Store:
+    """boto3 calls on DMQ's tables, shaped as DMQ's store makes them."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.db: Any = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+                               aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+                               config=Config(retries={"max_attempts": 1},
+                                             max_pool_connections=4))
+
+    @staticmethod
+    def _item(now_ms: int) -> dict[str, Any]:
+        return {"pk": {"S": PK}, "sk": {"S": str(uuid.uuid4())},
+                "visible_at": {"N": str(now_ms)}, "sent_ms": {"N": str(now_ms)},
+                "expires_ms": {"N": str(now_ms + 345_600_000)},
+                "expires_at": {"N": str(now_ms // 1000 + 345_600)}, "rc": {"N": "0"},
+                "body": {"S": "x" * 256}, "body_md5": {"S": "0" * 32}}
+
+    def count(self, delta: int) -> dict[str, Any]:
+        return {"TableName": CONTROL, "Key": {"key": {"S": f"count#{MESSAGES}#{PK}#0"}},
+                "UpdateExpression": "ADD n :d",
+                "ExpressionAttributeValues": {":d": {"N": str(delta)}}}
+
+    def send(self, count: int) -> None:
+        now = int(time.time() * 1000)
+        if count == 1:
+            self.db.put_item(TableName=MESSAGES, Item=self._item(now))
+        else:
+            self.db.batch_write_item(RequestItems={MESSAGES: [
+                {"PutRequest": {"Item": self._item(now)}} for _ in range(count)]})
+        self.db.update_item(**self.count(count))
+
+    def candidates(self, limit: int) -> list[dict[str, Any]]:
+        now = int(time.time() * 1000)
+        return list(self.db.query(
+            TableName=MESSAGES, IndexName=INDEX, Limit=limit,
+            KeyConditionExpression="pk = :pk AND visible_at <= :now",
+            ExpressionAttributeValues={":pk": {"S": PK}, ":now": {"N": str(now)}})["Items"])
+
+    @staticmethod
+    def _claim(item: dict[str, Any]) -> dict[str, Any]:
+        later = int(time.time() * 1000) + 30_000
+        return {"TableName": MESSAGES, "Key": {"pk": item["pk"], "sk": item["sk"]},
+                "ConditionExpression": "visible_at = :seen",
+                "UpdateExpression": "SET visible_at = :later, claim = :claim ADD rc :one",
+                "ExpressionAttributeValues": {
+                    ":seen": item["visible_at"], ":later": {"N": str(later)},
+                    ":claim": {"S": uuid.uuid4().hex}, ":one": {"N": "1"}}}
+
+    def claim_one(self, item: dict[str, Any]) -> None:
+        self.db.update_item(**self._claim(item), ReturnValues="ALL_NEW")
+
+    def claim_many(self, found: list[dict[str, Any]]) -> bool:
+        try:
+            self.db.transact_write_items(TransactItems=[{"Update": self._claim(i)}
+                                                        for i in found])
+        except self.db.exceptions.TransactionCanceledException:
+            return False  # another consumer won one of them: query again
+        self.db.batch_get_item(RequestItems={MESSAGES: {
+            "Keys": [{"pk": i["pk"], "sk": i["sk"]} for i in found], "ConsistentRead": True}})
+        return True
+
+    def delete(self, found: list[dict[str, Any]]) -> None:
+        self.db.transact_write_items(TransactItems=[
+            *({"Delete": {"TableName": MESSAGES, "Key": {"pk": i["pk"], "sk": i["sk"]}}}
+              for i in found),
+            {"Update": self.count(-len(found))}])
+
+
+def _lifecycle(endpoint: str, messages: int, producers: int, consumers: int,
+               timeout_s: float) -> int:
+    """Send, claim and delete `messages` in batches of ten; return the messages deleted."""
+    deleted, lock, stop = [0], threading.Lock(), threading.Event()
+
+    def produce(batches: int) -> None:
+        store = _Store(endpoint)
+        for _ in range(batches):
+            store.send(BATCH)
+
+    def consume() -> None:
+        store = _Store(endpoint)
+        while not stop.is_set():
+            found = store.candidates(BATCH)
+            if not found:
+                time.sleep(0.005)
+            elif store.claim_many(found):
+                store.delete(found)
+                with lock:
+                    deleted[0] += len(found)
+
+    threads = [threading.Thread(target=produce, args=(messages // BATCH // producers,))
+               for _ in range(producers)]
+    threads += [threading.Thread(target=consume) for _ in range(consumers)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout_s
+    target = messages // BATCH // producers * producers * BATCH
+    while deleted[0] < target and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    return deleted[0]
+
+
+def _single_calls(endpoint: str, calls: int) -> Recorder:
+    store, recorder = _Store(endpoint), Recorder()
+    for _ in range(calls):
+        with recorder.timed(SEND):
+            store.send(1)
+        started = time.perf_counter()
+        found = store.candidates(1)
+        if found:
+            store.claim_one(found[0])
+        recorder.add(RECEIVE, time.perf_counter() - started)
+        if found:
+            with recorder.timed(DELETE):
+                store.delete(found)
+    return recorder
+
+
+def measure_floor(messages: int = 4000, producers: int = 4, consumers: int = 4,
+                  single_calls: int = 300, timeout_s: float = 300.0) -> FloorResult:
+    """Start a DynamoDB Local of its own with DMQ's tables, warm it up, then measure."""
+    with tempfile.TemporaryDirectory(prefix="dmq-bench-floor-") as folder:
+        store = DynamoDBLocal(Path(folder) / "dynamodb")
+        endpoint = store.start()
+        try:
+            provision.create_all(_Store(endpoint).db, None, {
+                "MessagesTableName": MESSAGES, "ControlTableName": CONTROL,
+                "QueuesTableName": "floor-queues", "BodiesBucketName": "unused"})
+            pid = store.pid
+            assert pid is not None
+            _lifecycle(endpoint, messages // 2, producers, consumers, timeout_s)  # JIT warm-up
+            _single_calls(endpoint, single_calls // 3)
+            store_cpu, client_cpu = _cpu_s(pid), time.process_time()
+            started = time.perf_counter()
+            done = _lifecycle(endpoint, messages, producers, consumers, timeout_s)
+            seconds = time.perf_counter() - started
+            store_cpu, client_cpu = _cpu_s(pid) - store_cpu, time.process_time() - client_cpu
+            recorder = _single_calls(endpoint, single_calls)
+        finally:
+            store.stop()
+    per = max(done, 1)
+    return FloorResult(
+        messages=done, seconds=round(seconds, 1), messages_per_s=round(done / seconds, 1),
+        store_cpu_ms_per_message=round(store_cpu * 1000 / per, 2),
+        client_cpu_ms_per_message=round(client_cpu * 1000 / per, 2),
+        send=recorder.summary(SEND), receive=recorder.summary(RECEIVE),
+        delete=recorder.summary(DELETE))
+
+
+if __name__ == "__main__":
+    print(measure_floor())
