@@ -50,6 +50,14 @@ class CallCounter:
         client.meta.events.register("after-call.dynamodb", self._after)
         client.meta.events.register("after-call-error.dynamodb", self._after_error)
 
+    def detach(self) -> None:
+        """Unregister the hooks from every client they were registered on."""
+        for client in self._clients:
+            client.meta.events.unregister("before-call.dynamodb", self._before)
+            client.meta.events.unregister("after-call.dynamodb", self._after)
+            client.meta.events.unregister("after-call-error.dynamodb", self._after_error)
+        self._clients.clear()
+
     def snapshot(self) -> dict[str, Any]:
         """The cumulative figures as plain data."""
         with self._lock:

@@ -15,9 +15,9 @@ import pytest
 from chalice.test import Client
 
 from app import runtime
-from bench.counting import DynamoCounter
 from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
+from tests.dynamo_counter import DynamoCounter
 
 MESSAGES_TABLE = "dmq-messages"
 Hook = Callable[[dict[str, Any]], None]

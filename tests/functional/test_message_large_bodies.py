@@ -10,10 +10,10 @@ import pytest
 from chalice.test import Client
 
 from app import runtime
-from bench.counting import DynamoCounter
 from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
+from tests.dynamo_counter import DynamoCounter
 
 INLINE_LIMIT = 2048
 MESSAGES_TABLE = "dmq-messages"
