@@ -7,40 +7,16 @@ from __future__ import annotations
 
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from types import SimpleNamespace
 from typing import Any
 
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from botocore.retries.standard import RetryContext, StandardRetryConditions
 from chalice.test import Client
 
 from tests.conftest import sqs_client
+from tests.sdk_retries import outcome
 
 NO_RETRIES = Config(retries={"total_max_attempts": 1})
-
-
-def retried_by_sdks(client: Any, operation: str, error: ClientError) -> bool:
-    """What botocore's standard retry mode decides for this error response."""
-    status = error.response["ResponseMetadata"]["HTTPStatusCode"]
-    context = RetryContext(
-        attempt_number=1,
-        operation_model=client.meta.service_model.operation_model(operation),
-        parsed_response=error.response,
-        http_response=SimpleNamespace(status_code=status),
-    )
-    return bool(StandardRetryConditions().is_retryable(context))
-
-
-def _outcome(client: Any, operation: str, call: Any) -> str:
-    try:
-        call()
-    except ClientError as exc:
-        error = exc.response["Error"]["Code"]
-        kind = "retryable" if retried_by_sdks(client, operation, exc) else "final"
-        status = exc.response["ResponseMetadata"]["HTTPStatusCode"]
-        return f"{kind}:{error}:{status}:{exc.response['Error']['Message'][:60]}"
-    return "ok"
 
 
 def test_racing_attribute_and_tag_writes_land_or_ask_for_a_retry(dmq: Client) -> None:
@@ -50,12 +26,12 @@ def test_racing_attribute_and_tag_writes_land_or_ask_for_a_retry(dmq: Client) ->
 
     def set_timeout(i: int) -> tuple[str, str]:
         value = str(100 + i)
-        return value, _outcome(sqs, "SetQueueAttributes", lambda: sqs.set_queue_attributes(
+        return value, outcome(sqs, "SetQueueAttributes", lambda: sqs.set_queue_attributes(
             QueueUrl=url, Attributes={"VisibilityTimeout": value}))
 
     def tag(i: int) -> tuple[str, str]:
         key = f"k{i % 40}"  # SQS allows 50 tags per queue
-        return key, _outcome(sqs, "TagQueue", lambda: sqs.tag_queue(
+        return key, outcome(sqs, "TagQueue", lambda: sqs.tag_queue(
             QueueUrl=url, Tags={key: "v"}))
 
     # WHEN 240 SetQueueAttributes and TagQueue calls race on 8 threads
@@ -81,12 +57,12 @@ def _race_delete(sqs: Any, url: str) -> list[str]:
     """DeleteQueue racing 12 SetQueueAttributes calls; the delete's outcome comes first."""
 
     def set_attributes(i: int) -> str:
-        return _outcome(sqs, "SetQueueAttributes", lambda: sqs.set_queue_attributes(
+        return outcome(sqs, "SetQueueAttributes", lambda: sqs.set_queue_attributes(
             QueueUrl=url, Attributes={"DelaySeconds": str(i % 10)}))
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         setters = [pool.submit(set_attributes, i) for i in range(12)]
-        deleted = pool.submit(_outcome, sqs, "DeleteQueue",
+        deleted = pool.submit(outcome, sqs, "DeleteQueue",
                               lambda: sqs.delete_queue(QueueUrl=url))
         return [deleted.result(), *(f.result() for f in setters)]
 
