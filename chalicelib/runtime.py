@@ -141,7 +141,7 @@ class Runtime:
         messages = MessageService(
             stores, ReceiptCodec(settings.receipt_key), self._clock, Wakeups(),
             queue_by_arn, settings.long_poll_interval_ms,
-            SyncReplicas(self.backend, self.health),
+            SyncReplicas(self.backend, self.health, self.lag),
         )
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from chalice.test import Client
 
@@ -23,6 +24,7 @@ from dmqlocal.handlers import stream_bindings
 from dmqlocal.pump import StreamPump, to_lambda_record
 from infra import provision
 from tests.conftest import sqs_client
+from tests.functional.test_faults import Faults
 
 HOME, REPLICA = "us-east-1", "eu-west-1"
 ACCOUNT = "000000000000"
@@ -209,6 +211,39 @@ def _stream_records(clients: Clients) -> list[dict[str, Any]]:
                 break
             iterator = page["NextShardIterator"]
     return records
+
+
+# -- sync replication faults ----------------------------------------------------------------------
+
+
+def test_a_replica_write_failing_after_the_home_write_still_acknowledges(
+    dmq: Client, pumps: dict[str, StreamPump], regions: dict[str, Clients],
+) -> None:
+    # GIVEN a sync-mode queue, a client that does not retry, and a replica region that is
+    # up but whose writes fail (after the home has written)
+    home = sqs_client(dmq, HOME, Config(retries={"total_max_attempts": 1}))
+    url = _replicated_queue(home, "sync-faulty", "sync")
+    _pump(pumps)
+    faults = Faults(runtime.backend(REPLICA).stores.of("default")._db)
+    faults.add("PutItem", lambda call, request: "internal")
+    try:
+        # WHEN a message and a batch of five are sent
+        one = home.send_message(QueueUrl=url, MessageBody="single")["MessageId"]
+        batch = home.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": f"e{i}", "MessageBody": f"batched {i}"} for i in range(5)])
+    finally:
+        faults.clear()
+    # THEN each is acknowledged, per entry, as the home write that holds it
+    assert faults.count() == 2  # one failed replica write per send
+    assert batch.get("Failed", []) == []
+    acked = {one} | {e["MessageId"] for e in batch["Successful"]}
+    assert len(acked) == 6
+    # AND the fault is counted per replica region
+    assert runtime.lag.sync_faults() == {REPLICA: 6}
+    # AND the replica catches up through the stream, and each message is delivered once
+    _pump(pumps)
+    assert {sk for (_, sk) in _items(regions[REPLICA])} == acked
+    assert sorted(_drain(home, url)) == sorted(acked)
 
 
 # -- failover --------------------------------------------------------------------------------------
