@@ -13,6 +13,7 @@ from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
+from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.repository import QueueRepository
@@ -49,11 +50,13 @@ class Runtime:
         return self._settings or get_settings()
 
     def region_of(self, region: str) -> str:
-        """A deployment region; requests signed for any other region go to the default one."""
+        """A deployment region; "" (or an unknown one, for back-end work) is the default."""
         return region if region in self.settings.all_regions else self.settings.region
 
     def services_for(self, region: str = "") -> Services:
-        """The services of a region; RegionDownError while it is marked down."""
+        """The services of a region ("": the default one); SignatureDoesNotMatch for a
+        region outside the deployment, RegionDownError while it is marked down."""
+        check_signed_region(region, self.settings.all_regions)
         region = self.region_of(region)
         self.health.check(region)
         return self._get(region)[0]
