@@ -16,8 +16,10 @@ from chalice.test import Client
 
 from app import app, runtime
 from chalicelib.aws import Clients
+from chalicelib.backend.exceptions import StoreUnavailableError
 from chalicelib.backend.replica import ReplicaApplier, live_item
 from chalicelib.clock import FakeClock, SystemClock
+from chalicelib.service import failover as failover_module
 from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
 from chalicelib.settings import Settings
 from dmqlocal.handlers import stream_bindings
@@ -302,6 +304,35 @@ def test_async_mode_reports_the_messages_at_risk_and_rejoin_recovers_them(
         clock.advance(settings.failover_after_s / 2)
         runtime.failover(REPLICA).tick()
         assert runtime.failover(HOME).tick().promoted == []
+
+
+def test_a_resync_that_cannot_finish_stays_pending_and_runs_again(
+    home: Any, away: Any, pumps: dict[str, StreamPump], clock: FakeClock, settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN an async queue failed over with unshipped messages, and its old home back
+    url = _replicated_queue(home, "resync-q")
+    _pump(pumps)
+    unshipped = _send(home, url, 12, "late")
+    assert _fail_over(clock, settings) == [f"{ACCOUNT}/resync-q"]
+    runtime.health.mark(HOME, up=True)
+    assert runtime.failover(HOME).tick().adopted == [f"{ACCOUNT}/resync-q"]
+    _pump(pumps)
+    clock.advance(RESYNC_SETTLE_MS / 1000 + 1)
+    runtime.failover(REPLICA).tick()
+    # WHEN its resync meets a store that does not finish the job
+    def unfinished(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailableError("writes stayed unprocessed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(failover_module, "resync_partition", unfinished)
+        report = runtime.failover(HOME).tick()
+    # THEN the queue stays pending, and the next tick resyncs it
+    assert report.resynced == []
+    assert runtime.failover(HOME).pending_resyncs() == [f"{ACCOUNT}/resync-q"]
+    report = runtime.failover(HOME).tick()
+    assert report.resynced == [f"{ACCOUNT}/resync-q"] and report.recovered == len(unshipped)
+    assert set(_drain(home, url)) == unshipped
 
 
 def test_two_managers_racing_to_promote_have_exactly_one_winner(
