@@ -53,10 +53,14 @@ class Runtime:
         """A deployment region; "" (or an unknown one, for back-end work) is the default."""
         return region if region in self.settings.all_regions else self.settings.region
 
-    def services_for(self, region: str = "") -> Services:
-        """The services of a region ("": the default one); SignatureDoesNotMatch for a
-        region outside the deployment, RegionDownError while it is marked down."""
+    def services_for_request(self, region: str = "") -> Services:
+        """The services of the region a request is signed for ("": unsigned, the default
+        region); SignatureDoesNotMatch for a region outside the deployment."""
         check_signed_region(region, self.settings.all_regions)
+        return self.services_for(region)
+
+    def services_for(self, region: str = "") -> Services:
+        """The services of a region; RegionDownError while it is marked down."""
         region = self.region_of(region)
         self.health.check(region)
         return self._get(region)[0]
