@@ -33,7 +33,8 @@ def sqs() -> Response:
     assert request is not None
     body = request.raw_body
     result = json_protocol.handle(
-        runtime.services_for, dict(request.headers), body if isinstance(body, bytes) else None,
+        runtime.services_for_request, dict(request.headers),
+        body if isinstance(body, bytes) else None,
         runtime.meter(),
     )
     headers: dict[str, str | list[str]] = dict(result.headers)

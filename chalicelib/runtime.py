@@ -13,6 +13,7 @@ from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
+from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.repository import QueueRepository
@@ -49,8 +50,14 @@ class Runtime:
         return self._settings or get_settings()
 
     def region_of(self, region: str) -> str:
-        """A deployment region; requests signed for any other region go to the default one."""
+        """A deployment region; "" (or an unknown one, for back-end work) is the default."""
         return region if region in self.settings.all_regions else self.settings.region
+
+    def services_for_request(self, region: str = "") -> Services:
+        """The services of the region a request is signed for ("": unsigned, the default
+        region); SignatureDoesNotMatch for a region outside the deployment."""
+        check_signed_region(region, self.settings.all_regions)
+        return self.services_for(region)
 
     def services_for(self, region: str = "") -> Services:
         """The services of a region; RegionDownError while it is marked down."""
@@ -141,7 +148,7 @@ class Runtime:
         messages = MessageService(
             stores, ReceiptCodec(settings.receipt_key), self._clock, Wakeups(),
             queue_by_arn, settings.long_poll_interval_ms,
-            SyncReplicas(self.backend, self.health),
+            SyncReplicas(self.backend, self.health, self.lag),
         )
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)

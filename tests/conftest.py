@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.config import Config
 from chalice.test import Client
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -74,9 +75,9 @@ def sqs(dmq: Client) -> Any:
     return sqs_client(dmq, "us-east-1")
 
 
-def sqs_client(dmq: Client, region: str) -> Any:
+def sqs_client(dmq: Client, region: str, config: Config | None = None) -> Any:
     """boto3's SQS client signing for `region`, served in process by the Chalice app."""
-    client = boto3.client("sqs", endpoint_url=ENDPOINT, region_name=region)
+    client = boto3.client("sqs", endpoint_url=ENDPOINT, region_name=region, config=config)
 
     def serve(request: Any, **kwargs: Any) -> AWSResponse:
         path = request.url[len(ENDPOINT):] or "/"

@@ -39,6 +39,20 @@ def is_condition_failure(exc: StoreError) -> bool:
     return isinstance(cause, ClientError) and error_code(cause) == "ConditionalCheckFailedException"
 
 
+# Cancellation reasons that mean another writer changed an item first.
+RACE_REASONS = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
+
+
+def lost_race(exc: StoreError) -> bool:
+    """True when a conditional write, or a transaction, lost to another writer: its
+    condition failed, or DynamoDB cancelled it for a failed condition or a conflicting
+    transaction on one of its items (not for throttling or a validation error)."""
+    if is_condition_failure(exc):
+        return True
+    reasons = cancellation_reasons(exc) or []
+    return any(str(r.get("Code", "")) in RACE_REASONS for r in reasons)
+
+
 def cancellation_reasons(exc: StoreError) -> list[dict[str, Any]] | None:
     """The per-item reasons of a cancelled transaction; None for any other error."""
     cause = exc.__cause__

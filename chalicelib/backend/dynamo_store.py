@@ -15,6 +15,7 @@ from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_va
 from chalicelib.backend.dynamo_errors import (
     cancellation_reasons,
     is_condition_failure,
+    lost_race,
     translate_errors,
 )
 from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
@@ -209,10 +210,8 @@ class DynamoMessageStore:
         if "Item" not in found:
             return False
         source = items.from_item(found["Item"])
-        moved = self._copy_objects(source.with_changes(
-            visible_at=now_ms, expires_ms=source.sent_ms + target_retention_ms, receive_count=0,
-            first_receive_ms=0, claim_token="",
-        ), target_queue_id)
+        moved = self._copy_objects(
+            source.moved_to_dead_letters(now_ms, target_retention_ms), target_queue_id)
         target_item = items.to_item(target_queue_id, target_shard, moved)
         if moved.body_key:
             target_item["body_size"] = found["Item"].get("body_size", {"N": "0"})
@@ -229,7 +228,7 @@ class DynamoMessageStore:
             with translate_errors():
                 self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
         except StoreError as exc:
-            if is_condition_failure(exc):
+            if lost_race(exc):  # another receiver changed or took it first: skip it
                 return False
             raise
         return True

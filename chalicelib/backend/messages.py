@@ -60,6 +60,19 @@ class Message:
         """A copy with some fields replaced."""
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def moved_to_dead_letters(self, now_ms: int, retention_ms: int) -> Message:
+        """The message as a dead-letter queue receives it, whichever path moved it.
+
+        As in SQS, it keeps its id, body, attributes and send time, and the DLQ's
+        retention counts from that send (standard queues). It is visible at once and
+        starts its life in the DLQ unreceived: no receive count, first-receive time or
+        claim of the source queue's receives comes along.
+        """
+        return self.with_changes(
+            visible_at=now_ms, expires_ms=self.sent_ms + retention_ms, receive_count=0,
+            first_receive_ms=0, claim_token="",
+        )
+
 
 class CandidateAction(StrEnum):
     """What a receive does with a visible candidate."""

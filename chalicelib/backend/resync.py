@@ -3,20 +3,38 @@
 The old home's items of each shard are replaced by the new home's. Messages the old home
 holds that the new home never received (sends acknowledged before the failure that async
 replication had not shipped yet) are first written to the new home, so they are not lost.
+
+Every step writes before it removes, and removes only what the home does not hold: the
+home's copies overwrite the old home's items in place (a removal would release the S3 body
+the copy points to), and only then are the items left over (tombstones of messages the home
+no longer has) deleted. A batch write hands unprocessed items back; they are retried with
+growing pauses, and what still does not go through fails the resync, which stays pending,
+instead of being dropped. Each step can run again, so the next attempt finishes the job.
 """
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_errors import translate_errors
+from chalicelib.backend.exceptions import StoreUnavailableError
 from chalicelib.backend.replica import SEQ, TOMB, padded
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+WRITE_ATTEMPTS = 8
+FIRST_PAUSE_S = 0.05
+MAX_PAUSE_S = 2.0
+
+
+def _pause(seconds: float) -> None:
+    time.sleep(seconds)
 
 
 @dataclass
@@ -44,14 +62,23 @@ def _items(client: DynamoDBClient, table: str, pk: str) -> Iterator[dict[str, An
 
 
 def _write(client: DynamoDBClient, table: str, requests: list[dict[str, Any]]) -> None:
+    """Write every request, retrying unprocessed ones with growing (jittered) pauses;
+    StoreUnavailableError when some never go through (nothing is silently dropped)."""
     for begin in range(0, len(requests), 25):
         pending = requests[begin:begin + 25]
-        for _ in range(10):
+        for attempt in range(WRITE_ATTEMPTS):
+            if attempt:
+                ceiling = min(MAX_PAUSE_S, FIRST_PAUSE_S * 2 ** (attempt - 1))
+                _pause(random.uniform(ceiling / 2, ceiling))
             with translate_errors():
                 result = client.batch_write_item(RequestItems={table: pending})  # type: ignore[dict-item]
             pending = [dict(r) for r in result.get("UnprocessedItems", {}).get(table, [])]
             if not pending:
                 break
+        if pending:
+            raise StoreUnavailableError(
+                f"{len(pending)} writes to {table} stayed unprocessed after "
+                f"{WRITE_ATTEMPTS} attempts")
 
 
 def resync_partition(
@@ -70,17 +97,19 @@ def resync_partition(
     _write(home, table, [{"PutRequest": {"Item": {k: v for k, v in i.items() if k != SEQ}}}
                          for i in orphans])
     result.recovered = len(orphans)
+    if control_table and orphans:
+        ShardCounters(home, control_table).add_quietly(table, pk, result.recovered)
     for item in orphans:
         at_home[str(item["sk"]["S"])] = item
-    _write(rejoining, table, [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}}
-                              for i in local])
-    result.removed = len(local)
     base = padded("0")
     copies = [{"PutRequest": {"Item": {**i, SEQ: {"S": base}}}} for i in at_home.values()]
     _write(rejoining, table, copies)
     result.copied = len(copies)
+    leftovers = [i for i in local if str(i["sk"]["S"]) not in at_home]
+    _write(rejoining, table, [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}}
+                              for i in leftovers])
+    result.removed = len(leftovers)
     if control_table:
-        ShardCounters(home, control_table).add_quietly(table, pk, result.recovered)
         live = sum(1 for i in at_home.values() if TOMB not in i)
         ShardCounters(rejoining, control_table).reset(table, pk, live)
     return result

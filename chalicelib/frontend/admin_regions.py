@@ -34,7 +34,8 @@ def regions_view(runtime: Runtime) -> dict[str, Any]:
                 up = False
         rows.append({"region": region, "up": up, "last_heartbeat_ms": beat,
                      "home_of_replicated_queues": homes})
-    return {"regions": rows, "replication_lag_ms": runtime.lag.summary()}
+    return {"regions": rows, "replication_lag_ms": runtime.lag.summary(),
+            "sync_replica_write_failures": runtime.lag.sync_faults()}
 
 
 def mark_region(runtime: Runtime, region: str, up: bool) -> dict[str, Any]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from chalicelib.service.exceptions import QueueDoesNotExistError
+from chalicelib.service.exceptions import QueueDoesNotExistError, SignatureDoesNotMatchError
 
 _CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
 
@@ -29,6 +29,18 @@ def region_from_headers(headers: Mapping[str, str], default: str) -> str:
     """The region in the SigV4 credential scope, or the default when unsigned."""
     match = _CREDENTIAL.search(headers.get("authorization", ""))
     return match.group(1) if match else default
+
+
+def check_signed_region(region: str, served: Collection[str]) -> None:
+    """A request signed for a region must be signed for one this deployment serves (an
+    unsigned request, region "", goes to the default region). Otherwise it is refused as
+    AWS refuses a credential scoped to a region the endpoint does not serve, rather than
+    served somewhere the caller did not ask for."""
+    if region and region not in served:
+        raise SignatureDoesNotMatchError(
+            f"Credential should be scoped to a valid region, not '{region}'. This DMQ "
+            f"serves {', '.join(served)} (DMQ_REGIONS)."
+        )
 
 
 def base_url_from_headers(headers: Mapping[str, str]) -> str:

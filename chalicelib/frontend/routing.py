@@ -18,7 +18,8 @@ LOCAL_ACTIONS = frozenset({"CreateQueue", "GetQueueUrl", "ListQueues"})
 def route(
     services_for: Callable[[str], Services], services: Services, action: str, params: Params,
 ) -> Services:
-    """The services of the queue's home region (the local ones if it is home, or unknown)."""
+    """The services of the queue's home region (the local ones if it is home, or unknown,
+    or a region this deployment does not serve)."""
     url = params.raw("QueueUrl")
     if action in LOCAL_ACTIONS or not isinstance(url, str):
         return services
@@ -29,4 +30,6 @@ def route(
     record = services.queues.find(queue_id_of(account, name))
     if record is None or record.status is not QueueStatus.ACTIVE or record.home == services.region:
         return services
+    if record.home not in services.settings.all_regions:
+        return services  # a home outside the deployment (recorded before regions were checked)
     return services_for(record.home)

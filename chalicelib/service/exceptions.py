@@ -155,6 +155,14 @@ class RequestThrottledError(SqsError):
     code = "RequestThrottled"
 
 
+class SignatureDoesNotMatchError(SqsError):
+    """The request's signature does not hold, or its credential scope names a region this
+    deployment does not serve (AWS answers both with this code)."""
+
+    code = "SignatureDoesNotMatch"
+    status = 403
+
+
 class ServiceUnavailableError(SqsError):
     """The store did not answer in time; the client should retry."""
 

@@ -154,7 +154,11 @@ class FailoverManager:
                 continue
             queue = self._backend_of(self.region).repo.get(queue_id, fresh=True)
             if queue is not None and queue.home != self.region:
-                report.recovered += self.resync(queue)
+                try:
+                    report.recovered += self.resync(queue)
+                except StoreError as exc:  # stays pending: the next tick runs it again
+                    logger.warning("resync of %s did not finish: %s", queue_id, exc)
+                    continue
                 report.resynced.append(queue_id)
             del self._adopted_at[queue_id]
         return report

@@ -441,7 +441,7 @@ class MessageService:
         message = source.claim(queue.queue_id, placed.id, candidate, now + 30_000, token, now)
         if message is None:
             return
-        moved = message.with_changes(visible_at=now, expires_ms=now + retention_ms)
+        moved = message.moved_to_dead_letters(now, retention_ms)
         if self._stores.of(target_shard.cluster).put_messages(
             target.queue_id, [(target_shard.id, moved)]
         ):

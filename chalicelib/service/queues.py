@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import random
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from chalicelib.clock import Clock
@@ -25,6 +28,7 @@ from chalicelib.service.exceptions import (
     QueueDeletedRecentlyError,
     QueueDoesNotExistError,
     QueueNameExistsError,
+    ServiceUnavailableError,
     UnsupportedOperationError,
 )
 from chalicelib.service.messages import MessageService
@@ -34,6 +38,12 @@ from chalicelib.service.tags import check_tag_keys, check_tags
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 DELETE_COOLDOWN_MS = 60_000
 PURGE_COOLDOWN_MS = 60_000
+# A metadata write that loses its version check is applied again to a fresh read, this
+# many times in all, with a short random pause between tries so racing writers spread out.
+WRITE_ATTEMPTS = 8
+WRITE_PAUSE_S = 0.01
+
+logger = logging.getLogger("dmq.service")
 
 
 def check_queue_name(name: str) -> None:
@@ -116,9 +126,13 @@ class QueueService:
             return self._repo.save(record)
         except ConcurrentChangeError:
             winner = self._repo.get(record.queue_id, fresh=True)
-            if winner is not None and self._reuse_existing(winner, given, now):
-                return winner
-            raise
+            if winner is not None:
+                reused = self._reuse_existing(winner, given, now)
+                if reused is not None:
+                    return reused
+            # Another request changed the name's record (a delete long ago, recreated or
+            # deleted again); the client's retry sees the new record.
+            raise _contended(record.queue_id) from None
 
     def _reuse_existing(
         self, existing: QueueRecord, given: Mapping[str, str], now: int
@@ -151,19 +165,23 @@ class QueueService:
     def delete(self, queue: QueueRecord) -> None:
         """DeleteQueue: the record is marked deleted, then its messages are removed."""
         now = self._clock.now_ms()
-        self._repo.save(queue.with_changes(status=QueueStatus.DELETED, deleted_ms=now,
-                                           modified_ms=now))
-        self._messages.purge(queue)
+        deleted = self._update(queue, lambda q: q.with_changes(
+            status=QueueStatus.DELETED, deleted_ms=now, modified_ms=now))
+        self._messages.purge(deleted)
 
     def purge(self, queue: QueueRecord) -> None:
         """PurgeQueue: at most once every 60 seconds."""
         now = self._clock.now_ms()
-        if now - queue.purged_ms < PURGE_COOLDOWN_MS:
-            raise PurgeQueueInProgressError(
-                f"Only one PurgeQueue operation on {queue.name} is allowed every 60 seconds."
-            )
-        self._repo.save(queue.with_changes(purged_ms=now))
-        self._messages.purge(queue)
+
+        def purged(current: QueueRecord) -> QueueRecord:
+            if now - current.purged_ms < PURGE_COOLDOWN_MS:
+                raise PurgeQueueInProgressError(
+                    f"Only one PurgeQueue operation on {current.name} is allowed every 60 "
+                    "seconds."
+                )
+            return current.with_changes(purged_ms=now)
+
+        self._messages.purge(self._update(queue, purged))
 
     # -- list ------------------------------------------------------------------------------
     def all_queues(self) -> list[QueueRecord]:
@@ -219,15 +237,18 @@ class QueueService:
         given = attrs.validate_settable(attributes)
         self._check_redrive(queue.account, queue.arn, given)
         sqs_given, count = _split_extensions(given)
-        merged = dict(queue.attributes)
-        merged.update(sqs_given)
-        merged = {k: v for k, v in merged.items() if v != ""}
         now = self._clock.now_ms()
-        shards = queue.shards
-        if count is not None:
-            shards = resize(shards, count, self._new_shard_cluster(queue), now)
-        changed = queue.with_changes(attributes=merged, modified_ms=now, shards=shards)
-        self._save(self._with_replication(changed, given))
+
+        def changed(current: QueueRecord) -> QueueRecord:
+            merged = {**current.attributes, **sqs_given}
+            shards = current.shards
+            if count is not None:
+                shards = resize(shards, count, self._new_shard_cluster(current), now)
+            return self._with_replication(current.with_changes(
+                attributes={k: v for k, v in merged.items() if v != ""},
+                modified_ms=now, shards=shards), given)
+
+        self._update(queue, changed)
 
     def _with_replication(self, record: QueueRecord, given: Mapping[str, str]) -> QueueRecord:
         """Apply DmqReplicaRegions and DmqReplicationMode; replicas must be other regions
@@ -252,16 +273,20 @@ class QueueService:
     def set_shard_count(self, queue: QueueRecord, count: int) -> QueueRecord:
         """Scale a queue out or in; shards scaled in drain before they are forgotten."""
         now = self._clock.now_ms()
-        shards = resize(queue.shards, count, self._new_shard_cluster(queue), now)
-        return self._save(queue.with_changes(shards=shards, modified_ms=now))
+        return self._update(queue, lambda q: q.with_changes(
+            shards=resize(q.shards, count, self._new_shard_cluster(q), now), modified_ms=now))
 
     def split(self, queue: QueueRecord, cluster: str) -> QueueRecord:
         """Spread a hot queue onto another cluster: as many new shards there as it has."""
-        if any(s.cluster == cluster for s in queue.active_shards):
-            return queue
         now = self._clock.now_ms()
-        return self._save(queue.with_changes(shards=split(queue.shards, cluster),
-                                             modified_ms=now))
+
+        def spread(current: QueueRecord) -> QueueRecord:
+            if any(s.cluster == cluster for s in current.active_shards):
+                return current
+            return current.with_changes(shards=split(current.shards, cluster),
+                                        modified_ms=now)
+
+        return self._update(queue, spread)
 
     def draining_queues(self) -> tuple[QueueRecord, ...]:
         """Active queues with shards still draining (a back-end sweep, never a request)."""
@@ -303,13 +328,27 @@ class QueueService:
                 f"Value {raw} for parameter RedrivePolicy is invalid. Reason: {reason}"
             )
 
-    def _save(self, record: QueueRecord) -> QueueRecord:
-        try:
-            return self._repo.save(record)
-        except ConcurrentChangeError as exc:
-            raise InvalidParameterValueError(
-                "The queue was changed by another request at the same time; retry."
-            ) from exc
+    def _update(
+        self, queue: QueueRecord, change: Callable[[QueueRecord], QueueRecord]
+    ) -> QueueRecord:
+        """Save `change(queue)`; when another writer got there first, apply the change
+        again to a fresh read (QueueDoesNotExist once the queue is gone), a bounded number
+        of times, then ask the client to retry (503, which the SDKs retry)."""
+        current = queue
+        for attempt in range(WRITE_ATTEMPTS):
+            changed = change(current)
+            if changed is current:
+                return current
+            try:
+                return self._repo.save(changed)
+            except ConcurrentChangeError:
+                if attempt + 1 < WRITE_ATTEMPTS:
+                    time.sleep(random.uniform(0, WRITE_PAUSE_S * (attempt + 1)))
+            fresh = self._repo.get(queue.queue_id, fresh=True)
+            if fresh is None or fresh.status is not QueueStatus.ACTIVE:
+                raise QueueDoesNotExistError()
+            current = fresh
+        raise _contended(queue.queue_id)
 
     # -- tags --------------------------------------------------------------------------------
     def tag(self, queue: QueueRecord, tags: Mapping[str, str]) -> None:
@@ -317,13 +356,25 @@ class QueueService:
         merged = {**queue.tags, **tags}
         check_tags(tags)
         check_tags(merged)
-        self._save(queue.with_changes(tags=merged))
+
+        def tagged(current: QueueRecord) -> QueueRecord:
+            combined = {**current.tags, **tags}
+            check_tags(combined)
+            return current.with_changes(tags=combined)
+
+        self._update(queue, tagged)
 
     def untag(self, queue: QueueRecord, keys: Sequence[str]) -> None:
         """UntagQueue: remove tags; unknown keys are ignored."""
         check_tag_keys(keys)
-        self._save(queue.with_changes(tags={k: v for k, v in queue.tags.items()
-                                            if k not in keys}))
+        self._update(queue, lambda q: q.with_changes(
+            tags={k: v for k, v in q.tags.items() if k not in keys}))
+
+
+def _contended(queue_id: str) -> ServiceUnavailableError:
+    logger.warning("metadata of %s kept changing under %d writes", queue_id, WRITE_ATTEMPTS)
+    return ServiceUnavailableError(
+        "The queue was changed by other requests at the same time; retry the request.")
 
 
 def _split_extensions(given: Mapping[str, str]) -> tuple[dict[str, str], int | None]:

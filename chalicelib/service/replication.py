@@ -4,7 +4,8 @@ The stream handlers of the messages and queues tables call `Replicator.on_record
 record is replicated only from the queue's home region (a replica never writes back),
 to every replica region of the queue. Async mode is this path alone; a queue in sync
 mode also has its sends written to the replicas before they are acknowledged (see
-`SyncReplicas`). Replication lag (stream record time to apply time) is kept per region
+`SyncReplicas`); the stream path runs for it too, and catches up a replica whose
+synchronous write failed. Replication lag (stream record time to apply time) is kept per region
 and logged as a CloudWatch metric in Embedded Metric Format.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.backend.exceptions import StoreUnavailableError
+from chalicelib.backend.exceptions import StoreError
 from chalicelib.backend.messages import Message
 from chalicelib.backend.replica import ReplicaApplier
 from chalicelib.clock import Clock
@@ -48,11 +49,23 @@ def queue_id_of_key(keys: Mapping[str, Any]) -> str:
 
 
 class LagMetrics:
-    """The most recent replication lags of each target region."""
+    """The most recent replication lags of each target region, and how many synchronous
+    replica writes failed per region (the stream path caught those messages up)."""
 
     def __init__(self) -> None:
         self._lags: dict[str, deque[int]] = {}
+        self._sync_faults: dict[str, int] = {}
         self._lock = threading.Lock()
+
+    def add_sync_faults(self, region: str, count: int) -> None:
+        """Count messages whose synchronous write to a replica region failed."""
+        with self._lock:
+            self._sync_faults[region] = self._sync_faults.get(region, 0) + count
+
+    def sync_faults(self) -> dict[str, int]:
+        """Failed synchronous replica writes (messages) per replica region."""
+        with self._lock:
+            return dict(self._sync_faults)
 
     def add(self, region: str, lags_ms: Sequence[int]) -> None:
         """Record lags of changes applied to a region."""
@@ -139,20 +152,28 @@ def _log_lag(region: str, lag_ms: int) -> None:
 
 
 class SyncReplicas:
-    """Sync mode: a send is written to every reachable replica before it is acknowledged."""
+    """Sync mode: a send is written to every reachable replica before it is acknowledged.
 
-    def __init__(self, backend_of: BackendOf, health: RegionHealth) -> None:
+    The home write is what acknowledges a message: once it has landed the message will be
+    delivered, so a replica write that fails afterwards never turns it into an error (the
+    client would retry and the message be delivered twice). The failure is logged and
+    counted per region (`LagMetrics.sync_faults`), and the stream path, which runs for
+    sync queues too, brings the replica up to date: for those messages the queue has
+    async mode's promise until the stream catches up.
+    """
+
+    def __init__(
+        self, backend_of: BackendOf, health: RegionHealth, metrics: LagMetrics | None = None,
+    ) -> None:
         self._backend_of = backend_of
         self._health = health
+        self._metrics = metrics or LagMetrics()
 
     def __call__(
         self, queue: QueueRecord, cluster: str, placed: Sequence[tuple[int, Message]],
     ) -> None:
-        """Write the messages to each replica that is up; a replica that fails fails the send.
-
-        A replica region that is down is skipped: the send is acknowledged with the copies
-        that could be made (the home and the live replicas).
-        """
+        """Write the messages (stored at home) to each replica that is up, reporting none
+        of its failures to the caller. A replica region that is down is skipped."""
         if queue.replication_mode != "sync" or not placed:
             return
         for region in queue.replicas:
@@ -161,9 +182,11 @@ class SyncReplicas:
             store = self._backend_of(region).stores.of(cluster)
             try:
                 store.put_if_absent(queue.queue_id, placed)
-            except StoreUnavailableError:
-                if self._health.up(region):
-                    raise
+            except StoreError as exc:
+                self._metrics.add_sync_faults(region, len(placed))
+                logger.warning("sync replication of %d messages of %s to %s failed; the "
+                               "stream will catch it up: %s", len(placed), queue.queue_id,
+                               region, exc)
 
 
 ReplicateSync = Callable[[QueueRecord, str, Sequence[tuple[int, Message]]], None]

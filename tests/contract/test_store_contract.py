@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
+from chalicelib.backend.bodies import FolderBodyStore
+from chalicelib.backend.counters import ShardCounters
+from chalicelib.backend.dynamo_store import DynamoMessageStore
+from chalicelib.backend.messages import Candidate, Message
 from chalicelib.backend.replica import ReplicaApplier, is_tombstone
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump
 from tests.contract.conftest import DYNAMODB_LOCAL, MOTO, REGION, Store
+from tests.unit.memory_store import MemoryStore
 
 PK = "000000000000/q#0"
 
@@ -243,3 +249,28 @@ def test_the_replica_applier_writes_newer_changes_and_skips_older_ones(store: St
     assert (newer.applied, older.skipped, removed.applied) == (1, 1, 1)
     assert held["body"] == {"S": "new"}
     assert is_tombstone(store.dynamodb.get_item(TableName=store.messages, Key=key)["Item"])
+
+
+def _dynamo_store(store: Store, tmp_path: Path) -> DynamoMessageStore:
+    control = store.messages.replace("dmq-messages-", "dmq-control-")
+    return DynamoMessageStore(store.dynamodb, store.messages, FolderBodyStore(str(tmp_path)),
+                              350_000, ShardCounters(store.dynamodb, control))
+
+
+@pytest.mark.parametrize("twin", ["store", "memory"])
+def test_a_dead_letter_move_that_lost_its_race_returns_false_and_changes_nothing(
+    store: Store, tmp_path: Path, twin: str,
+) -> None:
+    # GIVEN a message another receiver claimed after this one saw it (at visible_at 100)
+    messages: Any = _dynamo_store(store, tmp_path) if twin == "store" else MemoryStore()
+    sent = Message("m1", "poison", "md5", sent_ms=1, visible_at=100, expires_ms=10**13)
+    messages.put_messages("a/src", [(0, sent)])
+    seen = Candidate(0, "m1", 100, 10**13, 0)
+    assert messages.claim("a/src", 0, seen, 5000, "winner", 100) is not None
+    # WHEN the dead-letter move runs on what it saw
+    moved = messages.move("a/src", 0, seen, "a/dlq", 0, 60_000, 200)
+    # THEN it reports the lost race, and the message stays the winner's in the source
+    assert moved is False
+    assert messages.peek("a/dlq", 0, 10) == []
+    (kept,) = messages.peek("a/src", 0, 10)
+    assert (kept.claim_token, kept.visible_at) == ("winner", 5000)

@@ -449,12 +449,19 @@ def test_queue_url_follows_the_host_the_client_used(make_sqs: ClientFactory,
 
 
 def test_region_comes_from_the_sigv4_scope(make_sqs: ClientFactory, unique_name: Names) -> None:
+    # The server serves DMQ_REGIONS' default, us-east-1: a request signed for it is
+    # served there, one signed for another region is refused as AWS refuses it.
     name = unique_name("region")
-    eu = make_sqs(region_name="eu-west-1")
-    url = eu.create_queue(QueueName=name)["QueueUrl"]
-    arn = eu.get_queue_attributes(QueueUrl=url,
-                                  AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    assert arn == f"arn:aws:sqs:eu-west-1:{ACCOUNT}:{name}"
+    url = make_sqs().create_queue(QueueName=name)["QueueUrl"]
+    arn = make_sqs().get_queue_attributes(
+        QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert arn == f"arn:aws:sqs:us-east-1:{ACCOUNT}:{name}"
+    with pytest.raises(ClientError) as caught:
+        make_sqs(region_name="eu-west-1").create_queue(QueueName=unique_name("elsewhere"))
+    error = caught.value.response
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert error["Error"]["Code"] == "SignatureDoesNotMatch"
+    assert "scoped to a valid region, not 'eu-west-1'" in error["Error"]["Message"]
 
 
 # -- message size -------------------------------------------------------------------------

@@ -5,10 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from botocore.config import Config
+from chalice.test import Client
+
+from app import runtime
 from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
+from tests.conftest import sqs_client
+from tests.functional.test_faults import Faults
 
 MESSAGES_TABLE = "dmq-messages"
+NO_RETRIES = Config(retries={"total_max_attempts": 1})
 ATTRIBUTES = {
     "kind": {"DataType": "String", "StringValue": "poison"},
     "attempt": {"DataType": "Number", "StringValue": "7"},
@@ -178,3 +185,41 @@ def test_queue_without_redrive_policy_never_moves_messages(sqs: Any, clock: Fake
     # WHEN it is received once more THEN it is still delivered, with its count
     (message,) = _receive(sqs, url)
     assert message["Attributes"]["ApproximateReceiveCount"] == "6"
+
+
+def _moves_only(schedule: Any) -> Any:
+    """Apply `schedule` to dead-letter move transactions only (a Put among its items)."""
+    seen = [0]
+
+    def only_moves(call: int, request: dict[str, Any]) -> str | None:
+        if not any("Put" in op for op in request.get("TransactItems", [])):
+            return None
+        seen[0] += 1
+        return schedule(seen[0], request)
+
+    return only_moves
+
+
+def test_a_move_that_loses_a_race_skips_the_message_instead_of_failing(
+    sqs: Any, clock: FakeClock, dmq: Client,
+) -> None:
+    # GIVEN a message due to move to the DLQ
+    source, dlq = _queues(sqs, 1)
+    sqs.send_message(QueueUrl=source, MessageBody="contested")
+    _fail_times(sqs, source, clock, 1)
+    # AND another receiver that changes it first (the move's condition fails, so DynamoDB
+    # cancels the transaction with ConditionalCheckFailed for the source's delete)
+    faults = Faults(runtime.backend().stores.of("default")._db)
+    faults.lose = lambda position: position == 0
+    faults.add("TransactWriteItems", _moves_only(lambda call, request: (
+        "cancel-condition" if call == 1 else None)))
+    try:
+        # WHEN the source queue is read (by a client that does not retry)
+        # THEN the receive succeeds, skipping the message
+        assert _receive(sqs_client(dmq, "us-east-1", NO_RETRIES), source) == []
+        assert faults.count() == 1
+    finally:
+        faults.clear()
+    # AND a later receive moves it as usual
+    assert _receive(sqs, source) == []
+    assert [m["Body"] for m in _receive(sqs, dlq)] == ["contested"]

@@ -10,19 +10,23 @@ import time
 from typing import Any
 
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from app import app, runtime
 from chalicelib.aws import Clients
+from chalicelib.backend.exceptions import StoreUnavailableError
 from chalicelib.backend.replica import ReplicaApplier, live_item
 from chalicelib.clock import FakeClock, SystemClock
+from chalicelib.service import failover as failover_module
 from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
 from chalicelib.settings import Settings
 from dmqlocal.handlers import stream_bindings
 from dmqlocal.pump import StreamPump, to_lambda_record
 from infra import provision
 from tests.conftest import sqs_client
+from tests.functional.test_faults import Faults
 
 HOME, REPLICA = "us-east-1", "eu-west-1"
 ACCOUNT = "000000000000"
@@ -211,6 +215,39 @@ def _stream_records(clients: Clients) -> list[dict[str, Any]]:
     return records
 
 
+# -- sync replication faults ----------------------------------------------------------------------
+
+
+def test_a_replica_write_failing_after_the_home_write_still_acknowledges(
+    dmq: Client, pumps: dict[str, StreamPump], regions: dict[str, Clients],
+) -> None:
+    # GIVEN a sync-mode queue, a client that does not retry, and a replica region that is
+    # up but whose writes fail (after the home has written)
+    home = sqs_client(dmq, HOME, Config(retries={"total_max_attempts": 1}))
+    url = _replicated_queue(home, "sync-faulty", "sync")
+    _pump(pumps)
+    faults = Faults(runtime.backend(REPLICA).stores.of("default")._db)
+    faults.add("PutItem", lambda call, request: "internal")
+    try:
+        # WHEN a message and a batch of five are sent
+        one = home.send_message(QueueUrl=url, MessageBody="single")["MessageId"]
+        batch = home.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": f"e{i}", "MessageBody": f"batched {i}"} for i in range(5)])
+    finally:
+        faults.clear()
+    # THEN each is acknowledged, per entry, as the home write that holds it
+    assert faults.count() == 2  # one failed replica write per send
+    assert batch.get("Failed", []) == []
+    acked = {one} | {e["MessageId"] for e in batch["Successful"]}
+    assert len(acked) == 6
+    # AND the fault is counted per replica region
+    assert runtime.lag.sync_faults() == {REPLICA: 6}
+    # AND the replica catches up through the stream, and each message is delivered once
+    _pump(pumps)
+    assert {sk for (_, sk) in _items(regions[REPLICA])} == acked
+    assert sorted(_drain(home, url)) == sorted(acked)
+
+
 # -- failover --------------------------------------------------------------------------------------
 
 
@@ -267,6 +304,35 @@ def test_async_mode_reports_the_messages_at_risk_and_rejoin_recovers_them(
         clock.advance(settings.failover_after_s / 2)
         runtime.failover(REPLICA).tick()
         assert runtime.failover(HOME).tick().promoted == []
+
+
+def test_a_resync_that_cannot_finish_stays_pending_and_runs_again(
+    home: Any, away: Any, pumps: dict[str, StreamPump], clock: FakeClock, settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN an async queue failed over with unshipped messages, and its old home back
+    url = _replicated_queue(home, "resync-q")
+    _pump(pumps)
+    unshipped = _send(home, url, 12, "late")
+    assert _fail_over(clock, settings) == [f"{ACCOUNT}/resync-q"]
+    runtime.health.mark(HOME, up=True)
+    assert runtime.failover(HOME).tick().adopted == [f"{ACCOUNT}/resync-q"]
+    _pump(pumps)
+    clock.advance(RESYNC_SETTLE_MS / 1000 + 1)
+    runtime.failover(REPLICA).tick()
+    # WHEN its resync meets a store that does not finish the job
+    def unfinished(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailableError("writes stayed unprocessed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(failover_module, "resync_partition", unfinished)
+        report = runtime.failover(HOME).tick()
+    # THEN the queue stays pending, and the next tick resyncs it
+    assert report.resynced == []
+    assert runtime.failover(HOME).pending_resyncs() == [f"{ACCOUNT}/resync-q"]
+    report = runtime.failover(HOME).tick()
+    assert report.resynced == [f"{ACCOUNT}/resync-q"] and report.recovered == len(unshipped)
+    assert set(_drain(home, url)) == unshipped
 
 
 def test_two_managers_racing_to_promote_have_exactly_one_winner(

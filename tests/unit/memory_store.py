@@ -76,10 +76,8 @@ class MemoryStore:
         if current is None or current.visible_at != candidate.visible_at:
             return False
         del messages[candidate.message_id]
-        self._shard(target_queue_id, target_shard)[current.message_id] = current.with_changes(
-            visible_at=now_ms, expires_ms=current.sent_ms + target_retention_ms,
-            receive_count=0, first_receive_ms=0, claim_token="",
-        )
+        self._shard(target_queue_id, target_shard)[current.message_id] = (
+            current.moved_to_dead_letters(now_ms, target_retention_ms))
         return True
 
     def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:

@@ -217,3 +217,33 @@ def test_over_received_candidates_move_and_the_rest_are_claimed_together(setup) 
     assert store.claim_batches == [3, 2]
     assert sorted(r.message.body for r in service.receive(dlq, 10, None, 0)) == [
         "old0", "old1", "old2"]
+
+
+@pytest.mark.parametrize("dlq_cluster", ["default", "c2"])
+def test_a_moved_message_is_the_same_whichever_clusters_hold_the_queues(dlq_cluster) -> None:
+    # GIVEN a DLQ in the source's cluster (one transaction) or in another (claim, write,
+    # delete), keeping messages 1,000 s, and a message sent at T, received once
+    stores = {"default": MemoryStore(), "c2": MemoryStore()}
+    clock = FakeClock()
+    dlq = QueueRecord("111122223333", "dlq", "us-east-1",
+                      with_defaults({"MessageRetentionPeriod": "1000"}),
+                      shards=(Shard(0, dlq_cluster),))
+    policy = json.dumps({"deadLetterTargetArn": dlq.arn, "maxReceiveCount": 1})
+    source = queue("src", VisibilityTimeout="5", RedrivePolicy=policy)
+    service = MessageService(ClusterStores(stores), ReceiptCodec("k"), clock, Wakeups(),
+                             {dlq.arn: dlq}.get, poll_interval_ms=10)
+    sent_at = clock.now_ms()
+    sent = service.send(source, SendRequest("", "poison"))
+    clock.advance(10)
+    assert len(service.receive(source, 1, None, 0)) == 1
+    clock.advance(10)
+    # WHEN the next receive moves it
+    assert service.receive(source, 1, None, 0) == []
+    # THEN the DLQ holds the message as SQS moves it: id, body and send time kept,
+    # visible now, retained from the original send, and no trace of the source's receives
+    (moved,) = stores[dlq_cluster].shards[(dlq.queue_id, 0)].values()
+    assert (moved.message_id, moved.body, moved.sent_ms) == (sent.message_id, "poison", sent_at)
+    assert moved.visible_at == clock.now_ms()
+    assert moved.expires_ms == sent_at + 1_000_000
+    assert (moved.receive_count, moved.first_receive_ms, moved.claim_token) == (0, 0, "")
+    assert stores["default"].shards[(source.queue_id, 0)] == {}
