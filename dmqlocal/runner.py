@@ -13,7 +13,7 @@ from chalice import Chalice
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal import counting
+from dmqlocal import counting, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import StreamBinding, local_stream_bindings, schedule_bindings
 from dmqlocal.pump import StreamPump
@@ -92,6 +92,7 @@ class LocalDmq:
                 settings.export_interval_s)
         self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
+        region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         self.server = LocalServer(self._app, self.options.host, self.options.port,
                                   counting.routes(counter))
         for pump in self.pumps:
