@@ -79,7 +79,7 @@ class QueueRepository:
         self._lock = threading.Lock()
 
     def get(self, queue_id: str, fresh: bool = False) -> QueueRecord | None:
-        """The record of a queue, or None. `fresh` bypasses the cache."""
+        """The record of a queue, or None. `fresh` bypasses the cache; misses are never cached."""
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(queue_id)
@@ -87,9 +87,13 @@ class QueueRepository:
             return cached[1]
         with _translate():
             try:
-                record: QueueRecord | None = _to_record(self._model.get(queue_id))
+                record = _to_record(self._model.get(queue_id))
             except self._model.DoesNotExist:
-                record = None
+                # A miss is not cached: a queue created in (or replicated to) this region
+                # must be found at once, as ListQueues, which reads the table, finds it.
+                with self._lock:
+                    self._cache.pop(queue_id, None)
+                return None
         with self._lock:
             self._cache[queue_id] = (now, record)
         return record

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -170,6 +171,25 @@ def test_a_request_to_the_replica_region_is_forwarded_to_the_home(
     received = _drain(away, url)
     assert sorted(received) == sorted(acked)
     assert home.receive_message(QueueUrl=url).get("Messages") is None
+
+
+def test_a_replica_region_finds_a_new_queue_as_soon_as_its_record_arrives(
+    home: Any, away: Any, pumps: dict[str, StreamPump], settings: Settings, clock: FakeClock,
+) -> None:
+    # GIVEN metadata cached for a while, as in a deployment
+    runtime.configure(replace(settings, metadata_cache_seconds=30.0), clock)
+    url = _replicated_queue(home, "fresh")
+    # WHEN a client asks the replica region before the record has reached it
+    with pytest.raises(ClientError) as info:
+        away.get_queue_url(QueueName="fresh")
+    assert info.value.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
+    _pump(pumps)
+    # THEN once the record has arrived, the miss is not remembered: the replica region
+    # answers as its ListQueues does
+    assert away.list_queues()["QueueUrls"] == [url]
+    assert away.get_queue_url(QueueName="fresh")["QueueUrl"] == url
+    assert away.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqHomeRegion"])[
+        "Attributes"]["DmqHomeRegion"] == HOME
 
 
 def test_duplicate_and_reordered_stream_records_leave_the_replica_identical(
