@@ -16,6 +16,7 @@ from chalice.test import Client
 
 from app import app, runtime
 from chalicelib.aws import Clients
+from chalicelib.backend.exceptions import StoreUnavailableError
 from chalicelib.backend.replica import ReplicaApplier, live_item
 from chalicelib.clock import FakeClock, SystemClock
 from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
@@ -324,6 +325,70 @@ def test_a_replica_does_not_promote_while_the_home_beats(
         runtime.failover(HOME).tick()
         clock.advance(settings.failover_after_s / 2)
         assert runtime.failover(REPLICA).tick().promoted == []
+
+
+def test_a_returning_old_home_stays_a_replica_through_a_second_outage(
+    home: Any, away: Any, pumps: dict[str, StreamPump], clock: FakeClock, settings: Settings,
+) -> None:
+    # GIVEN a queue that failed over to the replica, whose old home came back as a replica
+    url = _replicated_queue(home, "twice")
+    _pump(pumps)
+    assert _fail_over(clock, settings) == [f"{ACCOUNT}/twice"]
+    runtime.health.mark(HOME, up=True)
+    assert runtime.failover(HOME).tick().adopted == [f"{ACCOUNT}/twice"]
+    for _ in range(3):  # both regions beat for a while, the new home steady
+        clock.advance(settings.failover_after_s / 2)
+        runtime.failover(REPLICA).tick()
+        assert runtime.failover(HOME).tick().promoted == []
+    # WHEN the old home goes down and up again between two of its manager's passes, for
+    # longer than the failover time: the new home's heartbeats in its table went stale
+    runtime.health.mark(HOME, up=False)
+    for _ in range(3):
+        clock.advance(settings.failover_after_s / 2)
+        runtime.failover(REPLICA).tick()
+    runtime.health.mark(HOME, up=True)
+    # THEN the stale heartbeat does not move the home back: the old home first watches
+    # the new home for the failover time, and the new home beats
+    assert runtime.failover(HOME).tick().promoted == []
+    for _ in range(3):
+        clock.advance(settings.failover_after_s / 2)
+        runtime.failover(REPLICA).tick()
+        assert runtime.failover(HOME).tick().promoted == []
+    for client in (home, away):
+        attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqHomeRegion"])
+        assert attrs["Attributes"]["DmqHomeRegion"] == REPLICA
+
+
+def test_a_region_whose_own_store_failed_watches_afresh_before_promoting(
+    home: Any, pumps: dict[str, StreamPump], clock: FakeClock, settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a replica that watches a beating home
+    _replicated_queue(home, "blind")
+    _pump(pumps)
+    runtime.failover(HOME).tick()
+    runtime.failover(REPLICA).tick()
+    # WHEN the replica's own store fails for longer than the failover time (the home's
+    # heartbeats cannot reach it), then recovers
+    control = runtime.backend(REPLICA).control
+
+    def unreachable(*_: Any, **__: Any) -> None:
+        raise StoreUnavailableError("timed out")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(control, "beat", unreachable)
+        patch.setattr(runtime.backend(REPLICA).repo, "scan_active", unreachable)
+        for _ in range(3):
+            clock.advance(settings.failover_after_s / 2)
+            runtime.failover(HOME).tick()
+            with pytest.raises(StoreUnavailableError):
+                runtime.failover(REPLICA).tick()
+    # THEN the stale copy of the home's heartbeat does not promote it
+    assert runtime.failover(REPLICA).tick().promoted == []
+    # AND a home that is really gone is still replaced after a fresh watch
+    runtime.health.mark(HOME, up=False)
+    clock.advance(settings.failover_after_s + 1)
+    assert runtime.failover(REPLICA).tick().promoted == [f"{ACCOUNT}/blind"]
 
 
 def test_a_region_marked_down_answers_service_unavailable(home: Any, away: Any) -> None:
