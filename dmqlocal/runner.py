@@ -15,7 +15,7 @@ from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal import counting, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
-from dmqlocal.handlers import StreamBinding, local_stream_bindings, schedule_bindings
+from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import LocalServer
@@ -90,7 +90,10 @@ class LocalDmq:
             self.exporter = PeriodicExporter(
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),
                 settings.export_interval_s)
-        self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
+        self.scheduler = Scheduler(
+            local_schedule_bindings(self._app, settings.failover_after_s,
+                                    self.options.schedule_scale),
+            self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         self.server = LocalServer(self._app, self.options.host, self.options.port,
