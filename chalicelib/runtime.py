@@ -16,7 +16,7 @@ from chalicelib.clock import Clock, SystemClock
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.repository import QueueRepository
-from chalicelib.metadata.types import QueueRecord
+from chalicelib.metadata.types import ConnectionBudget, QueueRecord
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.service.clusters import ClusterManager
@@ -132,6 +132,8 @@ class Runtime:
         repo = QueueRepository(
             settings.queues_table, region, settings.dynamodb_endpoint,
             settings.metadata_cache_seconds, clients.store_credentials(),
+            ConnectionBudget(settings.store_connect_timeout_s, settings.store_read_timeout_s,
+                             settings.store_attempts),
         )
         holder: list[QueueService] = []
 

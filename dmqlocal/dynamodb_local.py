@@ -164,6 +164,11 @@ class DynamoDBLocal:
         return f"http://{self.host}:{self.port}"
 
     @property
+    def pid(self) -> int | None:
+        """The child's process id while it runs."""
+        return self._process.pid if self.running and self._process is not None else None
+
+    @property
     def running(self) -> bool:
         """True while the child process is alive."""
         return self._process is not None and self._process.poll() is None

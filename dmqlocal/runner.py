@@ -109,7 +109,7 @@ class LocalDmq:
     def _prepare_region(self, settings: Settings, region: str, bindings: list[StreamBinding],
                         data_dir: Path) -> list[ExportTarget]:
         """Create the region's missing tables and its stream pump; its export targets."""
-        clients = Clients(settings, region)
+        clients = Clients(settings, region, background=True)
         provision.create_all(
             clients.dynamodb, None if settings.bodies_dir else clients.s3,
             {"QueuesTableName": settings.queues_table,
