@@ -153,6 +153,14 @@ class Runtime:
         services = Services(settings, region, queues, messages, clusters)
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
 
+    def forget_store(self, region: str) -> None:
+        """Forget what was built over a region's store, which came back empty: its queue
+        and control caches and its epoch (the next use reads the new one)."""
+        region = self.region_of(region)
+        with self._lock:
+            self._built.pop(region, None)
+            self._epochs.pop(region, None)
+
     def configure(self, settings: Settings | None = None, clock: Clock | None = None) -> None:
         """Replace the settings or clock and forget what was built (local runs and tests)."""
         with self._lock:

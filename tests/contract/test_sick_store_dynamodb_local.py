@@ -22,6 +22,7 @@ import app as dmq_app
 from chalicelib.settings import Settings
 from dmqlocal.dynamodb_local import DynamoDBLocal
 from dmqlocal.runner import LocalDmq, LocalOptions
+from infra import provision
 
 REGION = "us-east-1"
 BOUND_S = 6.5  # the default store budget (about 5 s) and the request's own work
@@ -113,3 +114,27 @@ def test_a_frozen_store_gets_bounded_waits(store: DynamoDBLocal, dmq: str) -> No
         if {"before", "after"} <= bodies:
             break
     assert {"before", "after"} <= bodies
+
+
+def test_a_store_that_comes_back_empty_is_provisioned_again(
+    store: DynamoDBLocal, dmq: str, key: str,
+) -> None:
+    sqs = _sqs(dmq)
+    sqs.create_queue(QueueName="lost")
+    dynamodb = boto3.client("dynamodb", endpoint_url=store.endpoint, region_name=REGION,
+                            aws_access_key_id=key, aws_secret_access_key=key)
+    epoch = dmq_app.runtime.epoch(REGION)
+    # WHEN the store loses every table (as a restart over a wiped data folder would)
+    for table in dynamodb.list_tables()["TableNames"]:
+        dynamodb.delete_table(TableName=table)
+    # THEN DMQ provisions them again within a bounded time, without a restart
+    created, took = _until(lambda: sqs.create_queue(QueueName="found"), 20)
+    print(f"\nserved again {took:.1f} s after the tables were deleted")
+    assert took < 15
+    url = created["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="hello")
+    got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+    assert [m["Body"] for m in got] == ["hello"]
+    assert sqs.list_queues()["QueueUrls"] == [url]  # the lost queue went with the store
+    # AND the new store lifetime has its own epoch, which the archive now uses
+    assert dmq_app.runtime.epoch(REGION) == provision.store_epoch(dynamodb) != epoch
