@@ -133,7 +133,11 @@ def test_a_store_that_comes_back_empty_is_provisioned_again(
     assert took < 15
     url = created["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="hello")
-    got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+    got: list[dict[str, Any]] = []
+    for _ in range(5):
+        got += sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2).get("Messages", [])
+        if got:
+            break
     assert [m["Body"] for m in got] == ["hello"]
     assert sqs.list_queues()["QueueUrls"] == [url]  # the lost queue went with the store
     # AND the new store lifetime has its own epoch, which the archive now uses
