@@ -86,17 +86,6 @@ def admin_regions() -> Response:
     return _admin_runtime(admin_regions_api.regions_view)
 
 
-@app.route("/admin/regions/{region}/{state}", methods=["POST"], authorizer=admins)
-def admin_region_state(region: str, state: str) -> Response:
-    """Admin: mark a region `down` or `up` (simulated failure), or run its manager (`tick`)."""
-    if state == "tick":
-        return _admin_runtime(admin_regions_api.failover_tick, region)
-    if state not in ("down", "up"):
-        return Response(body={"code": "InvalidParameterValue",
-                              "message": "state must be down, up or tick"}, status_code=400)
-    return _admin_runtime(admin_regions_api.mark_region, region, state == "up")
-
-
 def _body() -> dict[str, Any] | None:
     request = app.current_request
     try:

@@ -15,23 +15,34 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
     from mypy_boto3_s3 import S3Client
 
-_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 4},
-    connect_timeout=5,
-    read_timeout=10,
-    max_pool_connections=64,
-)
+BACKGROUND_READ_TIMEOUT_S = 60.0  # stream polling, exports: no client is waiting
+
+
+def store_config(settings: Settings, background: bool = False) -> Config:
+    """The botocore config of DMQ's clients: the settings' store budget; background work
+    (the local stream pump, table exports) waits longer for a busy store instead."""
+    read = max(settings.store_read_timeout_s, BACKGROUND_READ_TIMEOUT_S) if background else (
+        settings.store_read_timeout_s)
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": settings.store_attempts},
+        connect_timeout=settings.store_connect_timeout_s,
+        read_timeout=read,
+        max_pool_connections=64,
+    )
 
 
 DUMMY_CREDENTIALS = ("dmq", "dmq")
 
 
 class Clients:
-    """Lazily built boto3 clients for one region and its endpoints."""
+    """Lazily built boto3 clients for one region and its endpoints, within the
+    settings' store budget (or the longer background one)."""
 
-    def __init__(self, settings: Settings, region: str | None = None) -> None:
+    def __init__(self, settings: Settings, region: str | None = None,
+                 background: bool = False) -> None:
         self._settings = settings
         self.region = region or settings.region
+        self._config = store_config(settings, background)
         self._lock = threading.Lock()
         self._cache: dict[str, Any] = {}
         self._store_credentials: tuple[tuple[str, str] | None] | None = None
@@ -60,7 +71,7 @@ class Clients:
                     service,  # type: ignore[call-overload]
                     region_name=self.region,
                     endpoint_url=endpoint,
-                    config=_CONFIG,
+                    config=self._config,
                     aws_access_key_id=key,
                     aws_secret_access_key=secret,
                 )

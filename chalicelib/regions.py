@@ -18,6 +18,7 @@ class RegionHealth:
 
     def __init__(self) -> None:
         self._down: set[str] = set()
+        self._returns: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def up(self, region: str) -> bool:
@@ -34,9 +35,17 @@ class RegionHealth:
         """Mark a region up or down."""
         with self._lock:
             if up:
+                if region in self._down:
+                    self._returns[region] = self._returns.get(region, 0) + 1
                 self._down.discard(region)
             else:
                 self._down.add(region)
+
+    def returns(self, region: str) -> int:
+        """How many times the region came back up: a region that was away, however
+        briefly, missed what others wrote into it meanwhile (their heartbeats)."""
+        with self._lock:
+            return self._returns.get(region, 0)
 
     def down_regions(self) -> list[str]:
         """The regions marked down."""

@@ -17,7 +17,7 @@ from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.repository import QueueRepository
-from chalicelib.metadata.types import QueueRecord
+from chalicelib.metadata.types import ConnectionBudget, QueueRecord
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.service.clusters import ClusterManager
@@ -139,6 +139,8 @@ class Runtime:
         repo = QueueRepository(
             settings.queues_table, region, settings.dynamodb_endpoint,
             settings.metadata_cache_seconds, clients.store_credentials(),
+            ConnectionBudget(settings.store_connect_timeout_s, settings.store_read_timeout_s,
+                             settings.store_attempts),
         )
         holder: list[QueueService] = []
 
@@ -157,6 +159,14 @@ class Runtime:
         holder.append(queues)
         services = Services(settings, region, queues, messages, clusters)
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
+
+    def forget_store(self, region: str) -> None:
+        """Forget what was built over a region's store, which came back empty: its queue
+        and control caches and its epoch (the next use reads the new one)."""
+        region = self.region_of(region)
+        with self._lock:
+            self._built.pop(region, None)
+            self._epochs.pop(region, None)
 
     def configure(self, settings: Settings | None = None, clock: Clock | None = None) -> None:
         """Replace the settings or clock and forget what was built (local runs and tests)."""

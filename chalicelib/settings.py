@@ -47,6 +47,21 @@ class Settings:
     archive_bucket: str | None = None
     usage_flush_s: float = 60.0
     export_interval_s: float = 60.0
+    # The store budget: each DynamoDB or S3 call gives up after `store_attempts` tries of
+    # at most the connect plus the read timeout each, so a request meeting a frozen store
+    # ends with ServiceUnavailable (about 5 s) well before API Gateway's 29 s, even at
+    # the end of a 20 s long poll.
+    store_connect_timeout_s: float = 1.0
+    store_read_timeout_s: float = 2.0
+    store_attempts: int = 2
+
+    @property
+    def store_budget_s(self) -> float:
+        """The longest one store call can take before it fails (backoff included)."""
+        tries = self.store_attempts
+        # botocore's standard mode backs off at most 2^(n-1) s before retry n.
+        backoff = sum(min(2.0 ** n, 20.0) for n in range(tries - 1))
+        return tries * (self.store_connect_timeout_s + self.store_read_timeout_s) + backoff
 
     @property
     def all_regions(self) -> tuple[str, ...]:
@@ -102,6 +117,11 @@ class Settings:
             archive_bucket=env.get("DMQ_ARCHIVE_BUCKET") or None,
             usage_flush_s=float(env.get("DMQ_USAGE_FLUSH_S", base.usage_flush_s)),
             export_interval_s=float(env.get("DMQ_EXPORT_INTERVAL_S", base.export_interval_s)),
+            store_connect_timeout_s=float(
+                env.get("DMQ_STORE_CONNECT_TIMEOUT_S", base.store_connect_timeout_s)),
+            store_read_timeout_s=float(
+                env.get("DMQ_STORE_READ_TIMEOUT_S", base.store_read_timeout_s)),
+            store_attempts=max(1, int(env.get("DMQ_STORE_ATTEMPTS", base.store_attempts))),
         )
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chalice import Chalice, Rate
 from chalice.app import Cron, DynamoDBEventConfig, ScheduledEventConfig
 
 LambdaHandler = Callable[[dict[str, Any], Any], Any]
+HEARTBEAT_SCHEDULE = "region_heartbeat"  # the app's heartbeat and failover handler
+HEARTBEATS_PER_FAILOVER = 3
 
 
 @dataclass(frozen=True)
@@ -83,3 +85,15 @@ def schedule_bindings(app: Chalice) -> list[ScheduleBinding]:
         for s in app.event_sources
         if isinstance(s, ScheduledEventConfig)
     ]
+
+
+def local_schedule_bindings(app: Chalice, failover_after_s: float,
+                            scale: float = 1.0) -> list[ScheduleBinding]:
+    """The schedule handlers the local scheduler runs: the heartbeat and failover pass
+    runs at least HEARTBEATS_PER_FAILOVER times per failover time (the scheduler scales
+    periods by `scale`), so a region marked down is replaced about one failover time
+    later instead of at the next minute's tick. On AWS the schedule's one minute is the
+    least EventBridge allows, and the default failover time is three of them."""
+    beat_s = failover_after_s / HEARTBEATS_PER_FAILOVER / (scale or 1.0)
+    return [replace(b, period_s=min(b.period_s, beat_s)) if b.name == HEARTBEAT_SCHEDULE
+            else b for b in schedule_bindings(app)]

@@ -13,13 +13,14 @@ from chalice import Chalice
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal import counting
+from dmqlocal import counting, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
-from dmqlocal.handlers import StreamBinding, local_stream_bindings, schedule_bindings
+from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
+from dmqlocal.table_watch import RegionTables, TableWatch
 from infra import provision
 
 logger = logging.getLogger("dmq.local")
@@ -53,6 +54,8 @@ class LocalDmq:
         self.pumps: list[StreamPump] = []
         self.scheduler: Scheduler | None = None
         self.exporter: PeriodicExporter | None = None
+        self.table_watch: TableWatch | None = None
+        self._watched: list[RegionTables] = []
 
     @property
     def store_kind(self) -> StoreKind:
@@ -90,12 +93,18 @@ class LocalDmq:
             self.exporter = PeriodicExporter(
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),
                 settings.export_interval_s)
-        self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
+        self.scheduler = Scheduler(
+            local_schedule_bindings(self._app, settings.failover_after_s,
+                                    self.options.schedule_scale),
+            self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
+        region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         self.server = LocalServer(self._app, self.options.host, self.options.port,
                                   counting.routes(counter))
+        self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for pump in self.pumps:
             pump.start()
+        self.table_watch.start()
         self.scheduler.start()
         if self.exporter is not None:
             self.exporter.start()
@@ -105,18 +114,27 @@ class LocalDmq:
     def _prepare_region(self, settings: Settings, region: str, bindings: list[StreamBinding],
                         data_dir: Path) -> list[ExportTarget]:
         """Create the region's missing tables and its stream pump; its export targets."""
-        clients = Clients(settings, region)
-        provision.create_all(
-            clients.dynamodb, None if settings.bodies_dir else clients.s3,
-            {"QueuesTableName": settings.queues_table,
-             "MessagesTableName": settings.messages_table,
-             "BodiesBucketName": settings.bodies_bucket,
-             "ControlTableName": settings.control_table},
-            region=region,
-        )
-        provision.create_cluster_tables(
-            clients.dynamodb, [settings.cluster_table(c) for c in settings.clusters[1:]]
-        )
+        clients = Clients(settings, region, background=True)
+
+        def create_tables() -> None:
+            provision.create_all(
+                clients.dynamodb, None if settings.bodies_dir else clients.s3,
+                {"QueuesTableName": settings.queues_table,
+                 "MessagesTableName": settings.messages_table,
+                 "BodiesBucketName": settings.bodies_bucket,
+                 "ControlTableName": settings.control_table},
+                region=region,
+            )
+            provision.create_cluster_tables(
+                clients.dynamodb, [settings.cluster_table(c) for c in settings.clusters[1:]]
+            )
+
+        create_tables()
+        self._watched.append(RegionTables(
+            region, clients.dynamodb,
+            (settings.queues_table, settings.control_table,
+             *(settings.cluster_table(c) for c in settings.clusters)),
+            create_tables))
         # Checkpoints stay beside a store that keeps its data (one folder per region:
         # DynamoDB Local's stream ARNs do not name theirs); the memory store starts afresh.
         checkpoints = (None if self.store_kind is StoreKind.MEMORY
@@ -150,7 +168,7 @@ class LocalDmq:
         if self.exporter is not None:
             self.exporter.stop(final_export=store_alive)
             self.exporter = None
-        for part in (*self.pumps, self.scheduler):
+        for part in (*self.pumps, self.scheduler, self.table_watch):
             if part is not None:
                 part.stop()
         meter = self._runtime.meter()

@@ -9,7 +9,10 @@ from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute,
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
+from chalicelib.metadata.types import ConnectionBudget
+
 ACCOUNT_INDEX = "account-index"
+DEFAULT_BUDGET = ConnectionBudget()
 
 
 class QueueModel(Model):
@@ -41,7 +44,8 @@ class QueueModel(Model):
 
 @lru_cache(maxsize=32)
 def model_for(
-    table: str, region: str, host: str | None, credentials: tuple[str, str] | None = None
+    table: str, region: str, host: str | None, credentials: tuple[str, str] | None = None,
+    budget: ConnectionBudget = DEFAULT_BUDGET,
 ) -> type[QueueModel]:
     """A QueueModel class bound to one table, built once and cached."""
 
@@ -53,10 +57,15 @@ def model_for(
         account = UnicodeAttribute(hash_key=True)
         name = UnicodeAttribute(range_key=True)
 
-    options: dict[str, Any] = {"table_name": table, "region": region, "host": host,
-                               "max_retry_attempts": 3}
+    options: dict[str, Any] = {
+        "table_name": table, "region": region, "host": host,
+        "connect_timeout_seconds": budget.connect_timeout_s,
+        "read_timeout_seconds": budget.read_timeout_s,
+        "max_retry_attempts": budget.attempts - 1,  # retries after the first try
+    }
     if credentials is not None:
         options.update(aws_access_key_id=credentials[0], aws_secret_access_key=credentials[1])
     meta = type("Meta", (), options)
     attrs = {"Meta": meta, "account_index": AccountIndex(), "__module__": __name__}
-    return type(f"QueueModel_{abs(hash((table, region, host, credentials)))}", (QueueModel,), attrs)
+    name = f"QueueModel_{abs(hash((table, region, host, credentials, budget)))}"
+    return type(name, (QueueModel,), attrs)

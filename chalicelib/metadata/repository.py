@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from botocore.exceptions import BotoCoreError
 from pynamodb.exceptions import PutError, PynamoDBException
 
-from chalicelib.backend.exceptions import StoreError, StoreThrottledError
+from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
 from chalicelib.metadata.models import QueueModel, model_for
 from chalicelib.metadata.types import (
+    ConnectionBudget,
     QueueRecord,
     QueueStatus,
     Shard,
@@ -30,15 +32,24 @@ def _translate() -> Iterator[None]:
     try:
         yield
     except PutError as exc:
-        if exc.cause_response_code == "ConditionalCheckFailedException":
+        if _code(exc) == "ConditionalCheckFailedException":
             raise ConcurrentChangeError(str(exc)) from exc
         raise _store_error(exc) from exc
     except PynamoDBException as exc:
         raise _store_error(exc) from exc
 
 
+def _code(exc: PynamoDBException) -> str:
+    """The DynamoDB error code behind a PynamoDB error ("" for a connection failure, whose
+    cause has no response: PynamoDB's own `cause_response_code` fails on those)."""
+    response = getattr(exc.cause, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
 def _store_error(exc: PynamoDBException) -> StoreError:
-    code = exc.cause_response_code or ""
+    if isinstance(exc.cause, BotoCoreError):  # a timeout or a refused connection
+        return StoreUnavailableError(str(exc))
+    code = _code(exc)
     if "Throttl" in code or code == "ProvisionedThroughputExceededException":
         return StoreThrottledError(str(exc))
     return StoreError(str(exc))
@@ -71,15 +82,15 @@ class QueueRepository:
 
     def __init__(
         self, table: str, region: str, host: str | None, cache_seconds: float = 5.0,
-        credentials: tuple[str, str] | None = None,
+        credentials: tuple[str, str] | None = None, budget: ConnectionBudget | None = None,
     ) -> None:
-        self._model = model_for(table, region, host, credentials)
+        self._model = model_for(table, region, host, credentials, budget or ConnectionBudget())
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, QueueRecord | None]] = {}
         self._lock = threading.Lock()
 
     def get(self, queue_id: str, fresh: bool = False) -> QueueRecord | None:
-        """The record of a queue, or None. `fresh` bypasses the cache."""
+        """The record of a queue, or None. `fresh` bypasses the cache; misses are never cached."""
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(queue_id)
@@ -87,9 +98,13 @@ class QueueRepository:
             return cached[1]
         with _translate():
             try:
-                record: QueueRecord | None = _to_record(self._model.get(queue_id))
+                record = _to_record(self._model.get(queue_id))
             except self._model.DoesNotExist:
-                record = None
+                # A miss is not cached: a queue created in (or replicated to) this region
+                # must be found at once, as ListQueues, which reads the table, finds it.
+                with self._lock:
+                    self._cache.pop(queue_id, None)
+                return None
         with self._lock:
             self._cache[queue_id] = (now, record)
         return record

@@ -161,3 +161,12 @@ def parse_queue_arn(arn: str) -> tuple[str, str, str] | None:
     if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs" or not parts[5]:
         return None
     return parts[3], parts[4], parts[5]
+
+
+@dataclass(frozen=True)
+class ConnectionBudget:
+    """How long one metadata call may take: PynamoDB's connection settings."""
+
+    connect_timeout_s: float = 1.0
+    read_timeout_s: float = 2.0
+    attempts: int = 2

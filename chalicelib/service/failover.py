@@ -11,6 +11,18 @@ adopts it (and so forwards the queue's requests to the new home from then on), a
 later pass, once the new home's stream backlog has reached it, it replaces its copy of
 the queue's messages with the new home's, after writing to the new home any message the
 new home never received. It never takes the queue back by itself.
+
+The rules, together:
+- Only a strictly newer epoch wins: a region adopts a peer's record only when its epoch
+  is higher than its own copy's; equal epochs change nothing.
+- A heartbeat is evidence only while this region watched: a region that was away (marked
+  down, or its own control table or queue scan failed) missed what peers wrote into its
+  table meanwhile, so its copies of their heartbeats are stale. Its watch starts again
+  on the first pass after it is back, and it promotes nothing until it has watched for
+  the failover time.
+- A returning old home is therefore a replica like any other: it takes a queue back only
+  if the new home then stays silent for the failover time and it is the first live
+  replica.
 """
 
 from __future__ import annotations
@@ -56,7 +68,8 @@ class FailoverManager:
         self._health = health
         self._clock = clock
         self._adopted_at: dict[str, int] = {}
-        self._up_since: int | None = None
+        self._up_since: int | None = None  # when this region's current watch began
+        self._returns_seen = health.returns(region)
 
     @property
     def _after_ms(self) -> int:
@@ -65,13 +78,25 @@ class FailoverManager:
     def tick(self) -> TickReport:
         """One scheduled pass: beat, then promote or rejoin where needed."""
         report = TickReport()
-        if not self._health.up(self.region):
+        returns = self._health.returns(self.region)
+        if not self._health.up(self.region) or returns != self._returns_seen:
+            # Away since the last pass, however briefly: the watch starts again.
+            self._returns_seen = returns
             self._up_since = None
+        if not self._health.up(self.region):
             return report
-        now = self._clock.now_ms()
         if self._up_since is None:
-            self._up_since = now
-        self.heartbeat()
+            self._up_since = self._clock.now_ms()
+        try:
+            self._manage(report)
+        except StoreError:
+            self._up_since = None  # blind meanwhile: peers' heartbeats may not have landed
+            raise
+        return report
+
+    def _manage(self, report: TickReport) -> None:
+        if not self.heartbeat():
+            self._up_since = self._clock.now_ms()
         for queue in self._backend_of(self.region).repo.scan_active():
             if queue.home == self.region:
                 self._check_rejoin(queue, report)
@@ -80,17 +105,20 @@ class FailoverManager:
                 report.promoted.append(queue.queue_id)
         resynced = self.resync_due()
         report.resynced, report.recovered = resynced.resynced, resynced.recovered
-        return report
 
-    def heartbeat(self) -> None:
-        """Write this region's heartbeat into every reachable region's control table."""
+    def heartbeat(self) -> bool:
+        """Write this region's heartbeat into every reachable region's control table;
+        False when its own table could not be written."""
         now = self._clock.now_ms()
+        own = True
         for region in self._settings.all_regions:
             if self._health.up(region):
                 try:
                     self._backend_of(region).control.beat(self.region, now)
                 except StoreError:
+                    own = own and region != self.region
                     logger.warning("heartbeat of %s could not reach %s", self.region, region)
+        return own
 
     def _silent(self, region: str) -> bool:
         last = self._backend_of(self.region).control.last_beat(region)

@@ -6,7 +6,7 @@ Faults are raised from `before-call` handlers on the message store's botocore cl
 botocore emits `before-call` in `_make_api_call` before
 `_make_request`, and its retry loop lives inside `_make_request`, so a fault raised there
 reaches DMQ's code as if the store client had used up its own retries (standard mode,
-`max_attempts=4` retries after the first try, chalicelib/aws.py). A fault injected one
+`DMQ_STORE_ATTEMPTS` tries in all, chalicelib/aws.py). A fault injected one
 layer lower, at `before-send`, is absorbed by those retries instead (see the first test).
 """
 
@@ -422,7 +422,7 @@ def test_a_throttle_below_before_call_is_retried_by_the_store_client(
     client: Any, url: str, faults: Faults
 ) -> None:
     # GIVEN one throttled PutItem answered at the HTTP layer (before-send), where the
-    # store client's own retries (standard mode, up to 4 retries) apply
+    # store client's own retries (standard mode, DMQ_STORE_ATTEMPTS tries) apply
     db = faults.client
     sends: Counter[str] = Counter()
     body = json.dumps({

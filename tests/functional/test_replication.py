@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -174,6 +175,25 @@ def test_a_request_to_the_replica_region_is_forwarded_to_the_home(
     received = _drain(away, url)
     assert sorted(received) == sorted(acked)
     assert home.receive_message(QueueUrl=url).get("Messages") is None
+
+
+def test_a_replica_region_finds_a_new_queue_as_soon_as_its_record_arrives(
+    home: Any, away: Any, pumps: dict[str, StreamPump], settings: Settings, clock: FakeClock,
+) -> None:
+    # GIVEN metadata cached for a while, as in a deployment
+    runtime.configure(replace(settings, metadata_cache_seconds=30.0), clock)
+    url = _replicated_queue(home, "fresh")
+    # WHEN a client asks the replica region before the record has reached it
+    with pytest.raises(ClientError) as info:
+        away.get_queue_url(QueueName="fresh")
+    assert info.value.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
+    _pump(pumps)
+    # THEN once the record has arrived, the miss is not remembered: the replica region
+    # answers as its ListQueues does
+    assert away.list_queues()["QueueUrls"] == [url]
+    assert away.get_queue_url(QueueName="fresh")["QueueUrl"] == url
+    assert away.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqHomeRegion"])[
+        "Attributes"]["DmqHomeRegion"] == HOME
 
 
 def test_duplicate_and_reordered_stream_records_leave_the_replica_identical(
@@ -370,6 +390,70 @@ def test_a_replica_does_not_promote_while_the_home_beats(
         runtime.failover(HOME).tick()
         clock.advance(settings.failover_after_s / 2)
         assert runtime.failover(REPLICA).tick().promoted == []
+
+
+def test_a_returning_old_home_stays_a_replica_through_a_second_outage(
+    home: Any, away: Any, pumps: dict[str, StreamPump], clock: FakeClock, settings: Settings,
+) -> None:
+    # GIVEN a queue that failed over to the replica, whose old home came back as a replica
+    url = _replicated_queue(home, "twice")
+    _pump(pumps)
+    assert _fail_over(clock, settings) == [f"{ACCOUNT}/twice"]
+    runtime.health.mark(HOME, up=True)
+    assert runtime.failover(HOME).tick().adopted == [f"{ACCOUNT}/twice"]
+    for _ in range(3):  # both regions beat for a while, the new home steady
+        clock.advance(settings.failover_after_s / 2)
+        runtime.failover(REPLICA).tick()
+        assert runtime.failover(HOME).tick().promoted == []
+    # WHEN the old home goes down and up again between two of its manager's passes, for
+    # longer than the failover time: the new home's heartbeats in its table went stale
+    runtime.health.mark(HOME, up=False)
+    for _ in range(3):
+        clock.advance(settings.failover_after_s / 2)
+        runtime.failover(REPLICA).tick()
+    runtime.health.mark(HOME, up=True)
+    # THEN the stale heartbeat does not move the home back: the old home first watches
+    # the new home for the failover time, and the new home beats
+    assert runtime.failover(HOME).tick().promoted == []
+    for _ in range(3):
+        clock.advance(settings.failover_after_s / 2)
+        runtime.failover(REPLICA).tick()
+        assert runtime.failover(HOME).tick().promoted == []
+    for client in (home, away):
+        attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqHomeRegion"])
+        assert attrs["Attributes"]["DmqHomeRegion"] == REPLICA
+
+
+def test_a_region_whose_own_store_failed_watches_afresh_before_promoting(
+    home: Any, pumps: dict[str, StreamPump], clock: FakeClock, settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a replica that watches a beating home
+    _replicated_queue(home, "blind")
+    _pump(pumps)
+    runtime.failover(HOME).tick()
+    runtime.failover(REPLICA).tick()
+    # WHEN the replica's own store fails for longer than the failover time (the home's
+    # heartbeats cannot reach it), then recovers
+    control = runtime.backend(REPLICA).control
+
+    def unreachable(*_: Any, **__: Any) -> None:
+        raise StoreUnavailableError("timed out")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(control, "beat", unreachable)
+        patch.setattr(runtime.backend(REPLICA).repo, "scan_active", unreachable)
+        for _ in range(3):
+            clock.advance(settings.failover_after_s / 2)
+            runtime.failover(HOME).tick()
+            with pytest.raises(StoreUnavailableError):
+                runtime.failover(REPLICA).tick()
+    # THEN the stale copy of the home's heartbeat does not promote it
+    assert runtime.failover(REPLICA).tick().promoted == []
+    # AND a home that is really gone is still replaced after a fresh watch
+    runtime.health.mark(HOME, up=False)
+    clock.advance(settings.failover_after_s + 1)
+    assert runtime.failover(REPLICA).tick().promoted == [f"{ACCOUNT}/blind"]
 
 
 def test_a_region_marked_down_answers_service_unavailable(home: Any, away: Any) -> None:
