@@ -10,7 +10,9 @@ PYTEST_ARGS ?=
 MODE ?= sync
 SOAK_ARGS ?=
 
-.PHONY: run test dynamodb-local test-spark35 lint typecheck bench soak failover-demo audit audit-bench venv clean
+ARGS ?=
+
+.PHONY: admin run test dynamodb-local test-spark35 lint typecheck bench soak failover-demo audit audit-bench venv clean
 
 $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +59,10 @@ bench: $(STAMP) $(DDBLOCAL)
 # is latency and memory flat? Writes docs/soak.md and docs/soak.png.
 soak: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.soak $(SOAK_ARGS)
+
+# The admin CLI against the DMQ that `make run PORT=...` started: make admin ARGS=queues
+admin: $(STAMP)
+	$(PY) -m dmqlocal.admin --endpoint http://$(HOST):$(PORT) $(ARGS)
 
 # The Spark audits over what `make run` archived under .dmq/ (or DMQ_DATA_DIR).
 audit: $(STAMP)
