@@ -55,6 +55,11 @@ class Settings:
     archive_bucket: str | None = None
     usage_flush_s: float = 60.0
     export_interval_s: float = 60.0
+    # Logs: "json" (Powertools, the default on Lambda) or "text"; metrics: "emf" (the
+    # default on Lambda) or "off".
+    log_format: str = "text"
+    log_level: str = "INFO"
+    metrics: str = "off"
 
     @property
     def all_regions(self) -> tuple[str, ...]:
@@ -82,6 +87,7 @@ class Settings:
         queues_table = env.get("DMQ_QUEUES_TABLE", base.queues_table)
         queues_arn = f"arn:aws:dynamodb:{region}:000000000000:table/{queues_table}/stream/local"
         regions = _names(env.get("DMQ_REGIONS", ""), (region,))
+        on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
         return cls(
             account_id=env.get("DMQ_ACCOUNT_ID", base.account_id),
             region=region,
@@ -112,6 +118,9 @@ class Settings:
             archive_bucket=env.get("DMQ_ARCHIVE_BUCKET") or None,
             usage_flush_s=float(env.get("DMQ_USAGE_FLUSH_S", base.usage_flush_s)),
             export_interval_s=float(env.get("DMQ_EXPORT_INTERVAL_S", base.export_interval_s)),
+            log_format=env.get("DMQ_LOG_FORMAT", "json" if on_lambda else base.log_format),
+            log_level=env.get("DMQ_LOG_LEVEL", base.log_level),
+            metrics=env.get("DMQ_METRICS", "emf" if on_lambda else base.metrics),
         )
 
 
