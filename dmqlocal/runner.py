@@ -13,7 +13,7 @@ from chalice import Chalice
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal import counting
+from dmqlocal import chaos, counting
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import StreamBinding, local_stream_bindings, schedule_bindings
 from dmqlocal.pump import StreamPump
@@ -53,6 +53,7 @@ class LocalDmq:
         self.pumps: list[StreamPump] = []
         self.scheduler: Scheduler | None = None
         self.exporter: PeriodicExporter | None = None
+        self.chaos: chaos.FaultInjector | None = None
 
     @property
     def store_kind(self) -> StoreKind:
@@ -92,8 +93,12 @@ class LocalDmq:
                 settings.export_interval_s)
         self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
+        self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)
+        if self.chaos is not None:
+            logger.warning("%s=%s: failing that fraction of DynamoDB calls on purpose",
+                           chaos.ENV, self.chaos.fraction)
         self.server = LocalServer(self._app, self.options.host, self.options.port,
-                                  counting.routes(counter))
+                                  {**counting.routes(counter), **chaos.routes(self.chaos)})
         for pump in self.pumps:
             pump.start()
         self.scheduler.start()
