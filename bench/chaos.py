@@ -87,11 +87,24 @@ def explain(tally: Tally, touched: dict[str, list[str]]) -> tuple[Counter[str], 
     return copies, redeliveries
 
 
-def _wait_drained(tally: Tally, quiet_s: float, deadline: float) -> None:
-    """Until every acknowledged body arrived and nothing more came for `quiet_s`."""
+def _progress(tally: Tally, started: float) -> None:
+    with tally.lock:
+        acked, delivered = len(tally.acked), sum(tally.deliveries.values())
+    print(f"  {time.monotonic() - started:5.0f} s: {acked} acknowledged, {delivered} delivered",
+          flush=True)
+
+
+def _wait_drained(tally: Tally, producers: list[threading.Thread], quiet_s: float,
+                  started: float, deadline: float) -> None:
+    """Until the producers are done, every acknowledged body arrived, and nothing more
+    came for `quiet_s`."""
+    shown = time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.5)
-        if tally.missing():
+        if time.monotonic() - shown >= 10:
+            _progress(tally, started)
+            shown = time.monotonic()
+        if any(p.is_alive() for p in producers) or tally.missing():
             continue
         with tally.lock:
             idle = time.monotonic() - tally.last_delivery
@@ -115,9 +128,9 @@ def drive(endpoint: str, messages: int, producers: int, consumers: int,
                                   name=f"chaos-consumer-{c}") for c in range(consumers)]
     for thread in senders + receivers:
         thread.start()
+    _wait_drained(tally, senders, visibility_s + 3, started, started + timeout_s)
     for thread in senders:
         thread.join()
-    _wait_drained(tally, visibility_s + 3, started + timeout_s)
     stop.set()
     for thread in receivers:
         thread.join()
