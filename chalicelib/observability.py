@@ -60,6 +60,11 @@ _flush_lock = threading.Lock()
 def configure(json_logs: bool, emit_metrics: bool, level: str = "INFO") -> None:
     """Turn structured logs and EMF metrics on or off (once per container; tests switch)."""
     if json_logs and _state.structured is None:
+        # Chalice's own plain handler on its app logger (also named dmq) would print
+        # every line a second time.
+        base = logging.getLogger(SERVICE)
+        for handler in list(base.handlers):
+            base.removeHandler(handler)
         _state.structured = Logger(service=SERVICE, level=level, logger_handler=_handler)
         # Loggers named after their module (chalicelib.*) get the same JSON output.
         copy_config_to_registered_loggers(source_logger=_state.structured,

@@ -81,3 +81,11 @@ def test_locally_nothing_structured_is_printed(
 ) -> None:
     sqs.list_queues()
     assert json_lines(capsys.readouterr().out) == []
+
+
+@pytest.mark.usefixtures("deployed")
+def test_each_log_line_is_printed_once_as_json(sqs: Any,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    sqs.list_queues()
+    out = capsys.readouterr().out
+    assert out.count("request served") == 1, out
