@@ -9,8 +9,11 @@ PORT ?= 9324
 PYTEST_ARGS ?=
 MODE ?= sync
 SOAK_ARGS ?=
+CHAOS_ARGS ?=
 
-.PHONY: run test dynamodb-local test-spark35 lint typecheck bench soak failover-demo audit audit-bench venv clean
+ARGS ?=
+
+.PHONY: admin run test dynamodb-local test-spark35 lint typecheck bench soak failover-demo audit audit-bench chaos venv clean
 
 $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +60,16 @@ bench: $(STAMP) $(DDBLOCAL)
 # is latency and memory flat? Writes docs/soak.md and docs/soak.png.
 soak: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.soak $(SOAK_ARGS)
+
+# The admin CLI against the DMQ that `make run PORT=...` started: make admin ARGS=queues
+admin: $(STAMP)
+	$(PY) -m dmqlocal.admin --endpoint http://$(HOST):$(PORT) $(ARGS)
+
+# 10,000 messages, 8 producers and 8 consumers against DMQ with 5% of its DynamoDB calls
+# failed (throttles, timeouts after the write, failed conditions), then the Spark lifecycle
+# audit: lost=0, duplicates explained. CHAOS_ARGS="--messages 1000" for a short run.
+chaos: $(STAMP) $(DDBLOCAL)
+	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m bench.chaos $(CHAOS_ARGS)
 
 # The Spark audits over what `make run` archived under .dmq/ (or DMQ_DATA_DIR).
 audit: $(STAMP)

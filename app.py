@@ -7,6 +7,7 @@ from typing import Any
 from chalice import Chalice, IAMAuthorizer, Rate, Response
 from chalice.app import CloudWatchEvent, DynamoDBEvent
 
+from chalicelib import observability
 from chalicelib.backend import maintenance
 from chalicelib.frontend import admin, json_protocol
 from chalicelib.frontend import admin_regions as admin_regions_api
@@ -16,6 +17,8 @@ from chalicelib.settings import get_settings
 
 app = Chalice(app_name="dmq")
 runtime = Runtime()
+observability.configure(get_settings().log_format == "json", get_settings().metrics == "emf",
+                        get_settings().log_level)
 admins = IAMAuthorizer()
 
 SQS_CONTENT_TYPES = [
@@ -27,18 +30,28 @@ SQS_CONTENT_TYPES = [
 
 
 @app.route("/", methods=["POST"], content_types=SQS_CONTENT_TYPES)
+@observability.flushed
 def sqs() -> Response:
     """Every SQS action, in the AWS JSON 1.0 protocol."""
     request = app.current_request
     assert request is not None
-    body = request.raw_body
-    result = json_protocol.handle(
-        runtime.services_for_request, dict(request.headers),
-        body if isinstance(body, bytes) else None,
-        runtime.meter(),
-    )
+    body = request.raw_body if isinstance(request.raw_body, bytes) else None
+    keys = observability.request_keys(request.headers, body, runtime.settings.account_id)
+    with observability.request_scope({**keys, "request_id": _request_id()}):
+        result = json_protocol.handle(runtime.services_for_request, dict(request.headers), body,
+                                      runtime.meter())
+        observability.request_served(result.status, result.headers.get("x-amzn-RequestId", ""))
     headers: dict[str, str | list[str]] = dict(result.headers)
     return Response(body=result.body, status_code=result.status, headers=headers)
+
+
+def _request_id() -> str:
+    """API Gateway's id of the request (Lambda's when there is no gateway context)."""
+    request = app.current_request
+    context = request.context if request is not None else {}
+    found = context.get("requestId") if isinstance(context, dict) else None
+    lambda_context = getattr(app, "lambda_context", None)
+    return str(found or getattr(lambda_context, "aws_request_id", "") or "")
 
 
 def _admin(call: Any, *args: Any) -> Response:
@@ -126,6 +139,7 @@ def _messages_changed(event: DynamoDBEvent) -> None:
     """Replicate the changes to the queues' replica regions; release the S3 bodies of
     messages that were deleted, purged or expired."""
     records = list(event.to_dict().get("Records", []))
+    observability.add_count("StreamRecords", len(records))
     runtime.replicator().on_records(records)
     region = records[0].get("awsRegion", "") if records else ""
     backend = runtime.backend(region)
@@ -133,6 +147,7 @@ def _messages_changed(event: DynamoDBEvent) -> None:
 
 
 @app.on_dynamodb_record(stream_arn=get_settings().messages_stream_arn)
+@observability.flushed
 def on_message_change(event: DynamoDBEvent) -> None:
     """The default cluster's messages stream."""
     _messages_changed(event)
@@ -145,7 +160,7 @@ def _cluster_handler(name: str) -> Any:
         _messages_changed(event)
 
     handler.__name__ = handler.__qualname__ = name
-    return handler
+    return observability.flushed(handler)
 
 
 def _cluster_stream_arn(cluster: str) -> str:
@@ -174,7 +189,7 @@ def _archive_handler(name: str) -> Any:
         _archive(event)
 
     handler.__name__ = handler.__qualname__ = name
-    return handler
+    return observability.flushed(handler)
 
 
 # The archive reads each messages stream as a second consumer, apart from replication,
@@ -186,12 +201,14 @@ for _cluster in get_settings().clusters:
 
 
 @app.on_dynamodb_record(stream_arn=get_settings().queues_stream_arn)
+@observability.flushed
 def on_queue_change(event: DynamoDBEvent) -> None:
     """Replicate queue records (metadata) to their replica regions."""
     runtime.replicator().on_records(list(event.to_dict().get("Records", [])))
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
 def region_heartbeat(event: CloudWatchEvent) -> None:
     """The internal cluster manager of each region: heartbeat, failover and rejoin."""
     for region in runtime.settings.local_regions:
@@ -204,6 +221,7 @@ def _live_local_regions() -> list[str]:
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
 def manage_shards(event: CloudWatchEvent) -> None:
     """The internal cluster manager: forget scaled-in shards once they have drained."""
     for region in _live_local_regions():
@@ -214,6 +232,7 @@ def manage_shards(event: CloudWatchEvent) -> None:
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
 def manage_clusters(event: CloudWatchEvent) -> None:
     """The external cluster manager: record each cluster's utilization (active shards)."""
     for region in _live_local_regions():
@@ -222,6 +241,7 @@ def manage_clusters(event: CloudWatchEvent) -> None:
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
 def flush_usage(event: CloudWatchEvent) -> None:
     """Write the usage counts held in memory (requests flush them too, when due)."""
     meter = runtime.meter()
@@ -230,6 +250,7 @@ def flush_usage(event: CloudWatchEvent) -> None:
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
 def sweep_retention(event: CloudWatchEvent) -> None:
     """Remove messages past their retention period."""
     for region in _live_local_regions():

@@ -24,7 +24,8 @@ READY = "DMQ is listening on"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 # Settings the benchmark chooses itself; the caller's own would point DMQ elsewhere.
-_DROPPED = ("DMQ_DATA_DIR", "DMQ_STORE", "DMQ_DYNAMODB_ENDPOINT", "DMQ_COUNT_DYNAMODB")
+_DROPPED = ("DMQ_DATA_DIR", "DMQ_STORE", "DMQ_DYNAMODB_ENDPOINT", "DMQ_COUNT_DYNAMODB",
+            "DMQ_CHAOS", "DMQ_CHAOS_SEED")
 
 
 def free_port() -> int:
@@ -112,12 +113,13 @@ def start_moto() -> Server:
     return server
 
 
-def start_dmq(data_dir: Path, port: int | None = None) -> Server:
-    """`python -m dmqlocal` on its default store with the DynamoDB counts on; the caller
-    waits with `wait_answering` (it times the start)."""
+def start_dmq(data_dir: Path, port: int | None = None,
+              extra_env: dict[str, str] | None = None) -> Server:
+    """`python -m dmqlocal` on its default store with the DynamoDB counts on (and
+    `extra_env`); the caller waits with `wait_answering` (it times the start)."""
     port = port or free_port()
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
-    env.update(DMQ_COUNT_DYNAMODB="1", PYTHONUNBUFFERED="1")
+    env.update(DMQ_COUNT_DYNAMODB="1", PYTHONUNBUFFERED="1", **(extra_env or {}))
     env.setdefault("AWS_ACCESS_KEY_ID", "dmq-bench")
     env.setdefault("AWS_SECRET_ACCESS_KEY", "dmq-bench")
     command = [sys.executable, "-m", "dmqlocal", "--host", "127.0.0.1", "--port", str(port),

@@ -20,6 +20,7 @@ from chalicelib.metadata.repository import QueueRepository
 from chalicelib.metadata.types import ConnectionBudget, QueueRecord
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
+from chalicelib.secrets import receipt_key
 from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.failover import FailoverManager
 from chalicelib.service.messages import MessageService
@@ -43,6 +44,7 @@ class Runtime:
         self._meter: UsageMeter | None = None
         self._sink: Sink | None = None
         self._epochs: dict[str, str] = {}
+        self._key: str | None = None
 
     @property
     def settings(self) -> Settings:
@@ -120,6 +122,12 @@ class Runtime:
                     region, self.settings, self.backend, self.health, self._clock)
             return self._managers[region]
 
+    def _receipt_key(self, settings: Settings) -> str:
+        """The receipt key, fetched once per container (it may come from SSM)."""
+        if self._key is None:
+            self._key = receipt_key(settings)
+        return self._key
+
     def _get(self, region: str) -> tuple[Services, Backend]:
         with self._lock:
             if region not in self._built:
@@ -148,7 +156,7 @@ class Runtime:
             return holder[0].by_arn(arn)
 
         messages = MessageService(
-            stores, ReceiptCodec(settings.receipt_key), self._clock, Wakeups(),
+            stores, ReceiptCodec(self._receipt_key(settings)), self._clock, Wakeups(),
             queue_by_arn, settings.long_poll_interval_ms,
             SyncReplicas(self.backend, self.health, self.lag),
         )
@@ -175,6 +183,7 @@ class Runtime:
             self._clock = clock or SystemClock()
             self._built = {}
             self._managers = {}
+            self._key = None
             self.health = RegionHealth()
             self.lag = LagMetrics()
             self._meter = None

@@ -8,6 +8,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 DEFAULT_RECEIPT_KEY = "dmq-local-development-key"
+# What .chalice/config.json holds until infra/deploy.py has written the real value.
+PLACEHOLDER = "set by:"
+
+
+class ConfigurationError(Exception):
+    """The environment cannot run DMQ; the message says what to set."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,8 @@ class Settings:
     messages_table: str = "dmq-messages"
     bodies_bucket: str = "dmq-bodies"
     receipt_key: str = DEFAULT_RECEIPT_KEY
+    # On AWS the receipt key is a SecureString in SSM Parameter Store (infra/deploy.py).
+    receipt_key_parameter: str | None = None
     messages_stream_arn: str = (
         "arn:aws:dynamodb:us-east-1:000000000000:table/dmq-messages/stream/local"
     )
@@ -62,6 +70,11 @@ class Settings:
         # botocore's standard mode backs off at most 2^(n-1) s before retry n.
         backoff = sum(min(2.0 ** n, 20.0) for n in range(tries - 1))
         return tries * (self.store_connect_timeout_s + self.store_read_timeout_s) + backoff
+    # Logs: "json" (Powertools, the default on Lambda) or "text"; metrics: "emf" (the
+    # default on Lambda) or "off".
+    log_format: str = "text"
+    log_level: str = "INFO"
+    metrics: str = "off"
 
     @property
     def all_regions(self) -> tuple[str, ...]:
@@ -81,6 +94,7 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Build the settings from environment variables (DMQ_*)."""
         env = os.environ if env is None else env
+        _check_deployed(env)
         base = cls()
         messages_table = env.get("DMQ_MESSAGES_TABLE", base.messages_table)
         region = env.get("DMQ_REGION", env.get("AWS_DEFAULT_REGION", base.region))
@@ -88,6 +102,7 @@ class Settings:
         queues_table = env.get("DMQ_QUEUES_TABLE", base.queues_table)
         queues_arn = f"arn:aws:dynamodb:{region}:000000000000:table/{queues_table}/stream/local"
         regions = _names(env.get("DMQ_REGIONS", ""), (region,))
+        on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
         return cls(
             account_id=env.get("DMQ_ACCOUNT_ID", base.account_id),
             region=region,
@@ -98,6 +113,7 @@ class Settings:
             messages_table=messages_table,
             bodies_bucket=env.get("DMQ_BODIES_BUCKET", base.bodies_bucket),
             receipt_key=env.get("DMQ_RECEIPT_KEY", base.receipt_key),
+            receipt_key_parameter=env.get("DMQ_RECEIPT_KEY_PARAMETER") or None,
             messages_stream_arn=env.get("DMQ_MESSAGES_STREAM_ARN", local_arn),
             inline_body_limit=int(env.get("DMQ_INLINE_BODY_LIMIT", base.inline_body_limit)),
             long_poll_interval_ms=int(
@@ -122,7 +138,26 @@ class Settings:
             store_read_timeout_s=float(
                 env.get("DMQ_STORE_READ_TIMEOUT_S", base.store_read_timeout_s)),
             store_attempts=max(1, int(env.get("DMQ_STORE_ATTEMPTS", base.store_attempts))),
+            log_format=env.get("DMQ_LOG_FORMAT", "json" if on_lambda else base.log_format),
+            log_level=env.get("DMQ_LOG_LEVEL", base.log_level),
+            metrics=env.get("DMQ_METRICS", "emf" if on_lambda else base.metrics),
         )
+
+
+def _check_deployed(env: Mapping[str, str]) -> None:
+    """Refuse placeholders anywhere, and the development receipt key on Lambda."""
+    for name, value in env.items():
+        if name.startswith("DMQ_") and value.startswith(PLACEHOLDER):
+            raise ConfigurationError(
+                f"{name} is still the placeholder {value!r}: run that command (it writes the "
+                "stage's stream ARNs and receipt key) before chalice package or deploy.")
+    on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
+    key = env.get("DMQ_RECEIPT_KEY", DEFAULT_RECEIPT_KEY)
+    if on_lambda and not env.get("DMQ_RECEIPT_KEY_PARAMETER") and key == DEFAULT_RECEIPT_KEY:
+        raise ConfigurationError(
+            "DMQ refuses the development receipt key on AWS: set DMQ_RECEIPT_KEY_PARAMETER "
+            "to an SSM SecureString holding a secret key (python infra/deploy.py --stage "
+            "STAGE creates one and sets it), or DMQ_RECEIPT_KEY to a secret value.")
 
 
 def _names(text: str, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -12,8 +12,9 @@
     python -m dmqlocal.admin audit [--data-dir .dmq]   # the audits on local Spark
 
 `audit` runs the Spark audit jobs over the local data folder (see
-`dmqlocal.audit`). Every other command calls the admin API of a running DMQ
-(`--endpoint`, default the local server).
+`dmqlocal.audit`). Every other command calls the admin API of a running DMQ:
+`--endpoint`, else `DMQ_ENDPOINT`, else the local server's default address
+(`make admin ARGS=... PORT=...` passes the port `make run` was given).
 Requests are signed with SigV4 for API Gateway (`execute-api`) when credentials
 are available, which the deployed admin routes require.
 """
@@ -23,15 +24,20 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
+import os
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import boto3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
+from chalicelib.frontend.admin import MAX_PEEK
+from chalicelib.service.shards import MAX_SHARDS
 from dmqlocal import audit
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
@@ -64,12 +70,50 @@ def fetch(
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")
         raise SystemExit(f"error {exc.code}: {detail}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise SystemExit(
+            f"cannot reach DMQ at {endpoint} ({reason}): start it with `make run`, or point "
+            "--endpoint or DMQ_ENDPOINT at it (e.g. DMQ_ENDPOINT=http://127.0.0.1:PORT)"
+        ) from None
+
+
+def _bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from low to high."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _capacity(text: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number >= 0")
+    return value
+
+
+def _queue_id(text: str) -> str:
+    """An argparse type: <account>/<name>."""
+    account, sep, name = text.partition("/")
+    if not sep or not account or not name:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a queue is named <account>/<name>, e.g. 000000000000/orders")
+    return text
 
 
 def _queue_path(queue_id: str) -> str:
-    account, sep, name = queue_id.partition("/")
-    if not sep or not account or not name:
-        raise SystemExit("a queue is named <account>/<name>, e.g. 000000000000/orders")
+    account, _, name = _queue_id(queue_id).partition("/")
     return f"/admin/queues/{account}/{name}"
 
 
@@ -114,36 +158,45 @@ def _run(args: argparse.Namespace) -> Any:
     return call("/admin/clusters")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one admin command."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; bad arguments exit with a usage error (status 2)."""
     parser = argparse.ArgumentParser(prog="dmq-admin", description="DMQ admin commands.")
-    parser.add_argument("--endpoint", default=DEFAULT_ENDPOINT)
+    parser.add_argument("--endpoint", default=os.environ.get("DMQ_ENDPOINT") or DEFAULT_ENDPOINT,
+                        help=f"DMQ's URL (default $DMQ_ENDPOINT, else {DEFAULT_ENDPOINT})")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--json", action="store_true", help="print raw JSON")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("queues", help="every queue of every account")
     show = sub.add_parser("show", help="one queue's metadata and counts")
-    show.add_argument("queue", help="<account>/<name>")
+    show.add_argument("queue", type=_queue_id, help="<account>/<name>")
     peek = sub.add_parser("peek", help="the oldest messages, read without receiving them")
-    peek.add_argument("queue", help="<account>/<name>")
-    peek.add_argument("--limit", type=int, default=10)
+    peek.add_argument("queue", type=_queue_id, help="<account>/<name>")
+    peek.add_argument("--limit", type=_bounded_int(1, MAX_PEEK), default=10,
+                      help=f"1 to {MAX_PEEK} (default 10)")
     shards = sub.add_parser("shards", help="scale a queue to COUNT shards (scale-in drains)")
-    shards.add_argument("queue", help="<account>/<name>")
-    shards.add_argument("count", type=int)
-    split = sub.add_parser("split", help="spread a hot queue onto a second cluster")
-    split.add_argument("queue", help="<account>/<name>")
+    shards.add_argument("queue", type=_queue_id, help="<account>/<name>")
+    shards.add_argument("count", type=_bounded_int(1, MAX_SHARDS), help=f"1 to {MAX_SHARDS}")
+    split = sub.add_parser("split", help="spread a hot queue onto a second cluster "
+                                         "(needs DMQ_CLUSTERS on the server)")
+    split.add_argument("queue", type=_queue_id, help="<account>/<name>")
     split.add_argument("--cluster", default=None, help="default: the placement ring's choice")
     sub.add_parser("clusters", help="every cluster's capacity, utilization and queues")
-    capacity = sub.add_parser("capacity", help="set a cluster's capacity (active shards)")
+    capacity = sub.add_parser("capacity", help="set a cluster's capacity (active shards; "
+                                               "clusters other than default need DMQ_CLUSTERS)")
     capacity.add_argument("cluster")
-    capacity.add_argument("capacity", type=float)
+    capacity.add_argument("capacity", type=_capacity)
     sub.add_parser("regions", help="regions: health, heartbeats, home queues, replication lag")
     region = sub.add_parser("region", help="mark a region down or up (local simulation)")
     region.add_argument("state", choices=("down", "up", "tick"))
     region.add_argument("region")
     audit_parser = sub.add_parser("audit", help="run the Spark audits over the local archive")
     audit.add_arguments(audit_parser)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one admin command."""
+    args = parse_args(argv)
     if args.command == "audit":
         return audit.run(args)
     data = _run(args)

@@ -6,8 +6,9 @@ and the table exports, which the server writes every `DMQ_EXPORT_INTERVAL_S` sec
 and at shutdown. So the audit works while DMQ runs (copies written after the newest
 export are reported as not judged) and after it has stopped.
 
-The last line is `messages=N lost=L duplicates=D fifo_violations=F`; the exit status is
-1 when L > 0.
+With the lifecycle audit (every job runs unless `--job` names some), the last line is
+`messages=N lost=L duplicates=D fifo_violations=F`; the exit status is 1 when L > 0, and
+2 when the data folder does not exist.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the local server's data folder (default .dmq)")
     parser.add_argument("--out", default=None, help="where the reports go (default DATA/audit)")
     parser.add_argument("--job", action="append", choices=JOBS, dest="jobs",
-                        help="run only this job (repeatable); lifecycle_audit always runs")
+                        help="run only this job (repeatable; default: every job)")
+
+
+def wanted_jobs(jobs: list[str] | None) -> list[str]:
+    """The jobs to run, in order: those named, else every job."""
+    return [job for job in JOBS if not jobs or job in jobs]
 
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
@@ -44,8 +50,10 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     data = str(Path(args.data_dir))
     out = args.out or str(Path(data) / "audit")
     if not Path(data).is_dir():
-        print(f"No DMQ data under {data}: run `make run` and send some messages first.",
+        print(f"No DMQ data under {data}: run `make run` and send some messages first, "
+              "or pass --data-dir (or DMQ_DATA_DIR) where DMQ keeps its data.",
               file=sys.stderr)
+        return 2
     print(f"Starting local Spark to audit {data} ...", flush=True)
     started = time.monotonic()
     from glue_jobs.common.driver import local_session
@@ -54,19 +62,23 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     from glue_jobs.usage_report import job as usage
 
     session = spark or local_session("dmq-audit")
-    wanted = set(args.jobs or JOBS) | {"lifecycle_audit"}
+    wanted = wanted_jobs(args.jobs)
+    result = None
     try:
         if "usage_report" in wanted:
             print(usage.run(session, data, out, _progress("usage_report")).line, flush=True)
         if "replication_audit" in wanted:
             print(replication.run(session, data, out, _progress("replication_audit")).line,
                   flush=True)
-        result = lifecycle.run(session, data, out, _progress("lifecycle_audit"))
+        if "lifecycle_audit" in wanted:
+            result = lifecycle.run(session, data, out, _progress("lifecycle_audit"))
     finally:
         if spark is None:
             session.stop()
-    for job in sorted(wanted):
+    for job in wanted:
         print(f"report: {Path(out) / job / 'report.md'}")
+    if result is None:
+        return 0
     print(f"audited {result.events} lifecycle events in {time.monotonic() - started:.1f} s; "
           f"{result.unjudged} message copies newer than the newest export were not judged")
     print(result.line, flush=True)

@@ -13,7 +13,7 @@ from chalice import Chalice
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal import counting, region_simulation
+from dmqlocal import chaos, counting, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
 from dmqlocal.pump import StreamPump
@@ -56,6 +56,7 @@ class LocalDmq:
         self.exporter: PeriodicExporter | None = None
         self.table_watch: TableWatch | None = None
         self._watched: list[RegionTables] = []
+        self.chaos: chaos.FaultInjector | None = None
 
     @property
     def store_kind(self) -> StoreKind:
@@ -98,9 +99,13 @@ class LocalDmq:
                                     self.options.schedule_scale),
             self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
+        self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)
+        if self.chaos is not None:
+            logger.warning("%s=%s: failing that fraction of DynamoDB calls on purpose",
+                           chaos.ENV, self.chaos.fraction)
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         self.server = LocalServer(self._app, self.options.host, self.options.port,
-                                  counting.routes(counter))
+                                  {**counting.routes(counter), **chaos.routes(self.chaos)})
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for pump in self.pumps:
             pump.start()

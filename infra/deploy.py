@@ -3,8 +3,10 @@
     python infra/deploy.py --stage dev     # then: chalice deploy --stage dev
 
 It creates or updates the CloudFormation stack from infra/dmq.template.json, reads
-the messages stream ARN from the stack outputs, and writes it (and a fresh receipt
-signing key, if the stage has none) into .chalice/config.json for that stage.
+the stream ARNs from the stack outputs and writes them into .chalice/config.json for
+that stage. The receipt signing key never goes into that (tracked) file: a fresh one is
+stored once as the SSM SecureString /dmq/<stage>/receipt-key, kept on redeploys, and
+the stage's environment names it (DMQ_RECEIPT_KEY_PARAMETER).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from botocore.exceptions import ClientError
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "infra" / "dmq.template.json"
 CONFIG = ROOT / ".chalice" / "config.json"
-PLACEHOLDER = "set by:"
 CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"]
 
 
@@ -57,14 +58,30 @@ def deploy_stack(
     return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
 
 
-def update_config(config_path: Path, stage: str, outputs: dict[str, str]) -> dict[str, Any]:
-    """Write the stream ARNs (and a receipt key if missing) into the stage's environment."""
+def ensure_receipt_key(ssm: Any, stage: str) -> str:
+    """Store a fresh receipt key as an SSM SecureString unless the stage has one;
+    return the parameter's name."""
+    name = f"/dmq/{stage}/receipt-key"
+    try:
+        ssm.put_parameter(Name=name, Value=secrets.token_urlsafe(32), Type="SecureString",
+                          Description="DMQ receipt handle signing key", Overwrite=False)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ParameterAlreadyExists":
+            raise
+    return name
+
+
+def update_config(
+    config_path: Path, stage: str, outputs: dict[str, str], ssm: Any,
+) -> dict[str, Any]:
+    """Write the stream ARNs and the receipt key's parameter name into the stage's
+    environment (the key itself stays in SSM)."""
     config = json.loads(config_path.read_text())
     env = config["stages"].setdefault(stage, {}).setdefault("environment_variables", {})
     env["DMQ_MESSAGES_STREAM_ARN"] = outputs["MessagesStreamArn"]
     env["DMQ_QUEUES_STREAM_ARN"] = outputs["QueuesStreamArn"]
-    if str(env.get("DMQ_RECEIPT_KEY", PLACEHOLDER)).startswith(PLACEHOLDER):
-        env["DMQ_RECEIPT_KEY"] = secrets.token_urlsafe(32)
+    env.pop("DMQ_RECEIPT_KEY", None)
+    env["DMQ_RECEIPT_KEY_PARAMETER"] = ensure_receipt_key(ssm, stage)
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     return dict(config)
 
@@ -80,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     session = boto3.session.Session(region_name=args.region)
     cloudformation = session.client("cloudformation", endpoint_url=args.endpoint)
     outputs = deploy_stack(cloudformation, args.stack or f"dmq-{args.stage}")
-    update_config(CONFIG, args.stage, outputs)
+    update_config(CONFIG, args.stage, outputs, session.client("ssm"))
     print(f"stack outputs: {json.dumps(outputs)}")
     print(f"now run: chalice deploy --stage {args.stage}")
     return 0

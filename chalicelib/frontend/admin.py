@@ -16,6 +16,8 @@ from chalicelib.service.shards import MAX_SHARDS
 
 PEEK_BODY_CHARS = 1024
 MAX_PEEK = 100
+CONFIGURE_CLUSTERS = ("More clusters are configured with DMQ_CLUSTERS (e.g. DMQ_CLUSTERS=c2, "
+                      "set before DMQ starts).")
 
 
 def _record(queue: QueueRecord) -> dict[str, Any]:
@@ -85,8 +87,9 @@ def split_queue(
     cluster = (body or {}).get("cluster") or services.clusters.split_target(queue)
     if not isinstance(cluster, str) or cluster not in services.settings.clusters:
         raise InvalidParameterValueError(
-            "No other cluster can take this queue." if cluster is None
-            else f"Unknown cluster {cluster}; configured: {list(services.settings.clusters)}."
+            ("No other cluster can take this queue" if cluster is None
+             else f"Unknown cluster {cluster}") + f"; configured: "
+            f"{list(services.settings.clusters)}. {CONFIGURE_CLUSTERS}"
         )
     return _record(services.queues.split(queue, cluster))
 
@@ -104,6 +107,7 @@ def set_cluster_capacity(
     if capacity < 0 or cluster not in services.settings.clusters:
         raise InvalidParameterValueError(
             f"capacity must be >= 0 and the cluster one of {list(services.settings.clusters)}."
+            f" {CONFIGURE_CLUSTERS}"
         )
     services.clusters.set_capacity(cluster, capacity)
     return list_clusters(services)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from chalicelib.metadata.control import ControlRepository
@@ -45,9 +46,7 @@ class ClusterManager:
 
     def record_utilization(self, queues: Iterable[QueueRecord]) -> dict[str, int]:
         """Count active shards per cluster and record them; return the counts."""
-        counts: Counter[str] = Counter()
-        for queue in queues:
-            counts.update(s.cluster for s in queue.active_shards)
+        counts = _active_shards(queues)
         for cluster in self._control.clusters:
             self._control.record_utilization(cluster, counts.get(cluster, 0))
         return {c: counts.get(c, 0) for c in self._control.clusters}
@@ -59,13 +58,33 @@ class ClusterManager:
         self._control.set_capacity(cluster, capacity)
 
     def view(self, queues: Iterable[QueueRecord]) -> list[dict[str, Any]]:
-        """Every cluster with its capacity, recorded utilization and placed queues."""
+        """Every cluster with its capacity, current utilization and placed queues.
+
+        Utilization is counted from the queues as they are now (the schedule records it
+        only once a minute), and recorded where it changed, so placement sees it too.
+        """
+        queues = list(queues)
         placed: dict[str, set[str]] = {c: set() for c in self._control.clusters}
         for queue in queues:
             for shard in queue.shards:
                 placed.setdefault(shard.cluster, set()).add(queue.queue_id)
+        counts = _active_shards(queues)
+        loads = []
+        for recorded in self._control.loads(fresh=True):
+            load = replace(recorded, utilization=float(counts.get(recorded.name, 0)))
+            if load.utilization != recorded.utilization:
+                self._control.record_utilization(load.name, load.utilization)
+            loads.append(load)
         return [
             {"cluster": c.name, "capacity": c.capacity, "utilization": c.utilization,
              "accepting": c.accepting, "queues": sorted(placed.get(c.name, set()))}
-            for c in self._control.loads(fresh=True)
+            for c in loads
         ]
+
+
+def _active_shards(queues: Iterable[QueueRecord]) -> Counter[str]:
+    """Active shards per cluster."""
+    counts: Counter[str] = Counter()
+    for queue in queues:
+        counts.update(s.cluster for s in queue.active_shards)
+    return counts

@@ -5,13 +5,12 @@ record is replicated only from the queue's home region (a replica never writes b
 to every replica region of the queue. Async mode is this path alone; a queue in sync
 mode also has its sends written to the replicas before they are acknowledged (see
 `SyncReplicas`); the stream path runs for it too, and catches up a replica whose
-synchronous write failed. Replication lag (stream record time to apply time) is kept per region
-and logged as a CloudWatch metric in Embedded Metric Format.
+synchronous write failed. Replication lag (stream record time to apply time) is kept per
+region and emitted as the CloudWatch metric ReplicationLagMs (see `chalicelib.observability`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import deque
@@ -19,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib import observability
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.exceptions import StoreError
 from chalicelib.backend.messages import Message
@@ -122,7 +122,7 @@ class Replicator:
             self.metrics.add(target, result.lags_ms)
             written += result.applied
             if result.lags_ms:
-                _log_lag(target, max(result.lags_ms))
+                observability.replication_lag(target, max(result.lags_ms))
         return written
 
     def _route(self, region: str, table: str, record: Mapping[str, Any]) -> _Route:
@@ -140,15 +140,6 @@ class Replicator:
         if queue is None or queue.home != region:
             return _Route(region, ())
         return _Route(region, queue.replicas)
-
-
-def _log_lag(region: str, lag_ms: int) -> None:
-    logger.info(json.dumps({
-        "_aws": {"CloudWatchMetrics": [{
-            "Namespace": "DMQ", "Dimensions": [["TargetRegion"]],
-            "Metrics": [{"Name": "ReplicationLagMs", "Unit": "Milliseconds"}]}]},
-        "TargetRegion": region, "ReplicationLagMs": lag_ms,
-    }))
 
 
 class SyncReplicas:

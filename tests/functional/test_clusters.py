@@ -164,3 +164,38 @@ def test_admin_shard_and_split_requests_are_validated(sqs: Any, dmq: Client) -> 
     assert status == 404
     status, body = _admin(dmq, "PUT", "/admin/clusters/nope", {"capacity": 5})
     assert status == 400
+
+
+@pytest.mark.usefixtures("tables")
+def test_the_clusters_view_counts_shards_as_they_are_now(sqs: Any, dmq: Client) -> None:
+    # GIVEN a queue of 3 shards, and no manage_clusters schedule run since
+    url = sqs.create_queue(QueueName="grows", Attributes={"DmqShardCount": "3"})["QueueUrl"]
+    home = _clusters_of(sqs, url)[0]
+    _, view = _admin(dmq, "GET", "/admin/clusters")
+    assert {c["cluster"]: c["utilization"] for c in view["clusters"]}[home] == 3
+    # WHEN the admin scales it out, then splits it
+    status, _ = _admin(dmq, "PUT", f"/admin/queues/{ACCOUNT}/grows/shards", {"count": 5})
+    assert status == 200
+    _, view = _admin(dmq, "GET", "/admin/clusters")
+    # THEN the view shows the active shards at once
+    assert {c["cluster"]: c["utilization"] for c in view["clusters"]}[home] == 5
+    status, _ = _admin(dmq, "POST", f"/admin/queues/{ACCOUNT}/grows/split", {})
+    assert status == 200
+    _, view = _admin(dmq, "GET", "/admin/clusters")
+    by_name = {c["cluster"]: c["utilization"] for c in view["clusters"]}
+    assert sum(by_name.values()) == len(_clusters_of(sqs, url))
+    assert all(n > 0 for n in by_name.values())
+
+
+@pytest.mark.parametrize("settings", [Settings(metadata_cache_seconds=0.0)])
+def test_a_split_without_a_second_cluster_says_how_to_configure_one(
+    sqs: Any, dmq: Client,
+) -> None:
+    # GIVEN the default single cluster
+    sqs.create_queue(QueueName="lonely")
+    # WHEN the admin splits a queue or sizes an unknown cluster
+    status, body = _admin(dmq, "POST", f"/admin/queues/{ACCOUNT}/lonely/split", {})
+    # THEN the error names DMQ_CLUSTERS
+    assert status == 400 and "DMQ_CLUSTERS" in body["message"]
+    status, body = _admin(dmq, "PUT", "/admin/clusters/c2", {"capacity": 10})
+    assert status == 400 and "DMQ_CLUSTERS" in body["message"]

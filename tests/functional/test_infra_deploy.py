@@ -24,12 +24,12 @@ def test_deploy_creates_the_stack_and_configures_the_stage(tmp_path: Path) -> No
         again = deploy.deploy_stack(cloudformation, "dmq-test")
         tables = boto3.client("dynamodb", region_name="us-east-1").list_tables()["TableNames"]
         buckets = boto3.client("s3", region_name="us-east-1").list_buckets()["Buckets"]
+        deploy.update_config(config, "dev", outputs, boto3.client("ssm", region_name="us-east-1"))
     assert set(tables) >= {"dmq-queues", "dmq-messages"}
     assert [b["Name"] for b in buckets] == ["dmq-bodies"]
     assert outputs["MessagesStreamArn"].startswith("arn:aws:dynamodb:us-east-1:")
     assert again == outputs
-    deploy.update_config(config, "dev", outputs)
     env = json.loads(config.read_text())["stages"]["dev"]["environment_variables"]
     assert env["DMQ_MESSAGES_STREAM_ARN"] == outputs["MessagesStreamArn"]
     assert env["DMQ_QUEUES_STREAM_ARN"] == outputs["QueuesStreamArn"]
-    assert len(env["DMQ_RECEIPT_KEY"]) >= 32
+    assert env["DMQ_RECEIPT_KEY_PARAMETER"] == "/dmq/dev/receipt-key"

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from app import app, runtime
+from chalicelib import observability
 from chalicelib.aws import Clients
 from chalicelib.backend.exceptions import StoreUnavailableError
 from chalicelib.backend.replica import ReplicaApplier, live_item
@@ -28,6 +29,7 @@ from dmqlocal.pump import StreamPump, to_lambda_record
 from infra import provision
 from tests.conftest import sqs_client
 from tests.functional.test_faults import Faults
+from tests.functional.test_observability import assert_valid_emf, json_lines
 
 HOME, REPLICA = "us-east-1", "eu-west-1"
 ACCOUNT = "000000000000"
@@ -464,3 +466,30 @@ def test_a_region_marked_down_answers_service_unavailable(home: Any, away: Any) 
     assert info.value.response["Error"]["Code"] == "ServiceUnavailable"
     assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
     assert home.get_queue_url(QueueName="local-only")["QueueUrl"] == url
+
+
+def test_replication_lag_is_an_emf_metric_per_target_region(
+    home: Any, pumps: dict[str, StreamPump], capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN DMQ as deployed: EMF metrics on
+    observability.configure(json_logs=False, emit_metrics=True)
+    try:
+        url = _replicated_queue(home, "measured")
+        _send(home, url, 5)
+        capsys.readouterr()
+        # WHEN the stream handler replicates the sends
+        _pump(pumps)
+        out = capsys.readouterr().out
+    finally:
+        observability.configure(json_logs=False, emit_metrics=False)
+    # THEN a valid EMF document carries the lag, dimensioned by the target region
+    documents = [d for d in json_lines(out) if "ReplicationLagMs" in d]
+    assert documents, out
+    for document in documents:
+        assert_valid_emf(document)
+        directive = document["_aws"]["CloudWatchMetrics"][0]
+        assert directive["Metrics"] == [{"Name": "ReplicationLagMs", "Unit": "Milliseconds"}]
+        assert ["TargetRegion", "service"] in [sorted(d) for d in directive["Dimensions"]]
+        assert document["TargetRegion"] == REPLICA
+    # AND the invocation's own metrics were flushed when the handler ended
+    assert any("StreamRecords" in d for d in json_lines(out)), out
