@@ -47,6 +47,11 @@ class Settings:
     archive_bucket: str | None = None
     usage_flush_s: float = 60.0
     export_interval_s: float = 60.0
+    # The local HTTP server: how long a kept-alive connection may wait for its next
+    # request, how long a started request may take to arrive in full, its largest body.
+    http_idle_timeout_s: float = 60.0
+    http_request_timeout_s: float = 10.0
+    http_max_body_bytes: int = 8 * 1024 * 1024
 
     @property
     def all_regions(self) -> tuple[str, ...]:
@@ -102,6 +107,12 @@ class Settings:
             archive_bucket=env.get("DMQ_ARCHIVE_BUCKET") or None,
             usage_flush_s=float(env.get("DMQ_USAGE_FLUSH_S", base.usage_flush_s)),
             export_interval_s=float(env.get("DMQ_EXPORT_INTERVAL_S", base.export_interval_s)),
+            http_idle_timeout_s=float(
+                env.get("DMQ_HTTP_IDLE_TIMEOUT_S", base.http_idle_timeout_s)),
+            http_request_timeout_s=float(
+                env.get("DMQ_HTTP_REQUEST_TIMEOUT_S", base.http_request_timeout_s)),
+            http_max_body_bytes=int(
+                env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
         )
 
 

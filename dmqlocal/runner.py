@@ -18,7 +18,7 @@ from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import StreamBinding, local_stream_bindings, schedule_bindings
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
-from dmqlocal.server import LocalServer
+from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
 from infra import provision
 
@@ -93,7 +93,7 @@ class LocalDmq:
         self.scheduler = Scheduler(schedule_bindings(self._app), self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         self.server = LocalServer(self._app, self.options.host, self.options.port,
-                                  counting.routes(counter))
+                                  counting.routes(counter), HttpLimits.of(settings))
         for pump in self.pumps:
             pump.start()
         self.scheduler.start()
