@@ -25,12 +25,15 @@ from chalice.local import LocalGateway, LocalGatewayException, RouteMatcher
 
 from chalicelib.settings import Settings
 from dmqlocal.http_errors import HttpError, Reply, is_sqs_error, reshaped, sqs_error
-from dmqlocal.http_framing import DeadlineSocketIO, read_body
+from dmqlocal.http_framing import READ_SIZE, DeadlineSocketIO, read_body
 
 logger = logging.getLogger("dmq.local")
 # A local-only GET path answered beside the app: () -> (status, headers, body).
 Route = Callable[[], tuple[int, dict[str, str], Any]]
 MAX_REQUEST_LINE = 65536
+MAX_BLANK_LINES = 4
+LINGER_S = 1.0  # after refusing a request, how long its unread bytes are drained
+LINGER_BYTES = 16 * 1024 * 1024
 NO_BODY_STATUSES = (204, 304)
 
 
@@ -83,6 +86,10 @@ class _Handler(BaseHTTPRequestHandler):
         except TimeoutError:  # idle: close without a word, as HTTP servers do
             self.close_connection = True
             return
+        for _ in range(MAX_BLANK_LINES):  # blank lines before a request are ignored
+            if self.raw_requestline not in (b"\r\n", b"\n"):
+                break
+            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
         if not self.raw_requestline:
             self.close_connection = True
             return
@@ -99,6 +106,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve_one(self) -> None:
         if len(self.raw_requestline) > MAX_REQUEST_LINE:
             raise HttpError(414, "The request line is too long.")
+        if not self.raw_requestline.strip():
+            raise HttpError(400, "The request line is empty.")
         if not self.parse_request():
             return  # parse_request answered with send_error
         if self.request_version == "HTTP/0.9":
@@ -157,6 +166,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD" and status not in NO_BODY_STATUSES:
             self.wfile.write(data)
+        if close:
+            self._linger()
+
+    def _linger(self) -> None:
+        """Drain what the client still sends before closing: closing with unread bytes
+        sends a reset, which can destroy the error answer before the client reads it."""
+        self.close_connection = True
+        deadline = time.monotonic() + LINGER_S
+        self._socket_in.deadline = deadline
+        drained = 0
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            while drained < LINGER_BYTES and time.monotonic() < deadline:
+                data = self.rfile.read1(READ_SIZE)
+                if not data:
+                    break
+                drained += len(data)
+        except OSError:  # the client is gone, or went quiet: either way, done
+            pass
 
     def send_error(self, code: int, message: str | None = None,
                    explain: str | None = None) -> None:

@@ -11,6 +11,7 @@ import pytest
 from chalice.test import Client
 
 from app import runtime
+from chalicelib.metadata.repository import ConcurrentChangeError, QueueRepository
 from chalicelib.settings import Settings
 
 SURROGATE_ESCAPE = "\\ud800"  # a lone high surrogate, as a JSON escape
@@ -155,3 +156,20 @@ def test_a_metering_fault_never_fails_a_served_request(
     assert (status, _code(error)) == (400, "QueueDoesNotExist"), error
     # AND the fault is logged
     assert "usage metering failed" in caplog.text
+
+
+@pytest.mark.parametrize("action", ["PurgeQueue", "DeleteQueue"])
+def test_a_queue_changed_by_a_concurrent_request_is_a_retryable_client_error(
+    dmq: Client, monkeypatch: pytest.MonkeyPatch, action: str,
+) -> None:
+    # GIVEN another request changes the queue's record between this one's read and write
+    url = _queue(dmq)
+
+    def lost_race(self: QueueRepository, record: Any) -> Any:
+        raise ConcurrentChangeError("the conditional request failed")
+
+    monkeypatch.setattr(QueueRepository, "save", lost_race)
+    # WHEN the request writes THEN it is told to retry, as an SQS error, not a 500
+    status, _, error = _call(dmq, action, json.dumps({"QueueUrl": url}))
+    assert (status, _code(error)) == (400, "InvalidParameterValue"), error
+    assert "retry" in error["message"]

@@ -237,3 +237,28 @@ def test_a_slow_answer_is_not_cut_by_the_request_timeout(conn: Conn) -> None:
     conn.send(post(b"sleep1.5"))
     status, _, body = conn.response()
     assert (status, body) == (200, b'{"got": "sleep1.5"}')
+
+
+def test_blank_lines_before_a_request_are_ignored(conn: Conn) -> None:
+    conn.send(b"\r\n\r\n" + post(b"after blank lines"))
+    assert conn.response()[2] == b'{"got": "after blank lines"}'
+
+
+def test_a_whitespace_request_line_is_400(conn: Conn) -> None:
+    conn.send(b" \r\n\r\n")
+    status, headers, body = conn.response()
+    assert_sqs_error(status, headers, body, "MalformedHttpRequestException")
+
+
+def test_a_refused_body_sent_in_full_does_not_reset_the_answer(server: LocalServer) -> None:
+    # GIVEN a client that sends a body over the limit in full before it reads
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3000000\r\n\r\n"
+                 + b"x" * 3_000_000)  # more than socket buffers hold: the server must drain
+    sock.shutdown(socket.SHUT_WR)
+    # THEN its 413 arrives intact (unread bytes at close would reset the connection)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    sock.close()
+    assert data.startswith(b"HTTP/1.1 413 ") and b"RequestEntityTooLargeException" in data
