@@ -3,6 +3,7 @@ THEN it gets the SQS error SQS gives, with usage metering on, never a 500."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,53 @@ def test_a_queue_changed_by_a_concurrent_request_is_a_retryable_client_error(
     status, _, error = _call(dmq, action, json.dumps({"QueueUrl": url}))
     assert (status, _code(error)) == (400, "InvalidParameterValue"), error
     assert "retry" in error["message"]
+
+
+HUGE = "q" * 300_000  # larger than any DynamoDB key
+
+
+@pytest.mark.parametrize(("action", "params", "code"), [
+    ("GetQueueUrl", {"QueueName": HUGE}, "QueueDoesNotExist"),
+    ("GetQueueUrl", {"QueueName": "q", "QueueOwnerAWSAccountId": HUGE}, "QueueDoesNotExist"),
+    ("SendMessage", {"QueueUrl": "http://dmq.test/000000000000/" + HUGE, "MessageBody": "m"},
+     "QueueDoesNotExist"),
+    ("GetQueueAttributes", {"QueueUrl": f"http://dmq.test/{HUGE}/q"}, "QueueDoesNotExist"),
+    ("GetQueueUrl", {"QueueName": "a/b"}, "QueueDoesNotExist"),
+    ("ListQueues", {"MaxResults": 5, "NextToken": base64.urlsafe_b64encode(
+        HUGE.encode()).decode()}, "InvalidParameterValue"),
+])
+def test_a_name_no_queue_can_have_is_an_sqs_error_not_a_store_fault(
+    dmq: Client, store_keys: list[str], action: str, params: dict[str, Any], code: str,
+) -> None:
+    status, _, error = _call(dmq, action, json.dumps(params))
+    assert (status, _code(error)) == (400, code), error
+    # THEN the store was never asked for a key DynamoDB refuses (over 2,048 bytes)
+    assert all(len(key) <= 2048 for key in store_keys)
+
+
+def test_a_prefix_longer_than_any_name_lists_nothing(dmq: Client, store_keys: list[str]) -> None:
+    _queue(dmq)
+    status, _, body = _call(dmq, "ListQueues", json.dumps({"QueueNamePrefix": HUGE}))
+    assert (status, body) == (200, {})
+    assert all(len(key) <= 2048 for key in store_keys)
+
+
+@pytest.fixture
+def store_keys(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The queue ids, prefixes and page starts the metadata store is asked for (moto
+    accepts any size; DynamoDB refuses a key over 2,048 bytes, a 503 to the client)."""
+    keys: list[str] = []
+    get, list_active = QueueRepository.get, QueueRepository.list_active
+
+    def spy_get(self: QueueRepository, queue_id: str, *args: Any, **kwargs: Any) -> Any:
+        keys.append(queue_id)
+        return get(self, queue_id, *args, **kwargs)
+
+    def spy_list(self: QueueRepository, account: str, prefix: str, limit: int,
+                 after: str | None) -> Any:
+        keys.extend([account, prefix, after or ""])
+        return list_active(self, account, prefix, limit, after)
+
+    monkeypatch.setattr(QueueRepository, "get", spy_get)
+    monkeypatch.setattr(QueueRepository, "list_active", spy_list)
+    return keys
