@@ -224,3 +224,19 @@ def store_keys(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(QueueRepository, "get", spy_get)
     monkeypatch.setattr(QueueRepository, "list_active", spy_list)
     return keys
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("Policy", json.dumps({"Statement": [{"Sid": "x" * 9000}]})),
+    ("Policy", "[" * 100_000 + "]" * 100_000),
+    ("KmsMasterKeyId", "k" * 300_000),  # over DynamoDB's 400 KB item with the record
+    ("RedriveAllowPolicy", '{"redrivePermission": "allowAll", "x": "' + "y" * 9000 + '"}'),
+])
+def test_queue_attribute_text_over_its_limit_is_invalid_attribute_value(
+    dmq: Client, name: str, value: str,
+) -> None:
+    url = _queue(dmq)
+    for action, params in [("SetQueueAttributes", {"QueueUrl": url}),
+                           ("CreateQueue", {"QueueName": "other"})]:
+        status, _, error = _call(dmq, action, json.dumps({**params, "Attributes": {name: value}}))
+        assert (status, _code(error)) == (400, "InvalidAttributeValue"), error
