@@ -218,8 +218,10 @@ def start_server(store: str, data_dir: Path, extra_env: dict[str, str] | None = 
 
 
 def server_faults(output: str) -> list[str]:
-    """Tracebacks and unexpected errors the server logged: each is a bug."""
-    return [line for line in output.splitlines()
+    """Tracebacks and unexpected errors the server logged (each is a bug), each with the
+    lines that follow it."""
+    lines = output.splitlines()
+    return ["\n".join(lines[i:i + 40]) for i, line in enumerate(lines)
             if "Traceback" in line or "unexpected error" in line]
 
 
@@ -248,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.histogram())
     for failure in report.failures[:20]:
         print("FAIL", failure)
-    for fault in faults[:20]:
+    for fault in faults[:5]:
         print("SERVER", fault)
     return 1 if report.failures or faults else 0
 

@@ -17,7 +17,11 @@ def queue_of(data: Mapping[str, Any]) -> str:
     """The queue a request names (`<account>/<name>`): its QueueUrl, or QueueName, or ''."""
     url = data.get("QueueUrl")
     if isinstance(url, str) and url:
-        parts = [p for p in (urlparse(url).path if "://" in url else url).split("/") if p]
+        try:
+            path = urlparse(url).path if "://" in url else url
+        except ValueError:  # not a URL (an unclosed IPv6 bracket): it names no queue
+            return ""
+        parts = [p for p in path.split("/") if p]
         return "/".join(parts[-2:])
     name = data.get("QueueName")
     return name if isinstance(name, str) else ""

@@ -186,6 +186,8 @@ HUGE = "q" * 300_000  # larger than any DynamoDB key
      "QueueDoesNotExist"),
     ("GetQueueAttributes", {"QueueUrl": f"http://dmq.test/{HUGE}/q"}, "QueueDoesNotExist"),
     ("GetQueueUrl", {"QueueName": "a/b"}, "QueueDoesNotExist"),
+    ("ListDeadLetterSourceQueues", {"QueueUrl": "http://[::1/000000000000/q"},
+     "QueueDoesNotExist"),
     ("ListQueues", {"MaxResults": 5, "NextToken": base64.urlsafe_b64encode(
         HUGE.encode()).decode()}, "InvalidParameterValue"),
 ])

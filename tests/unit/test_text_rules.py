@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.backend.messages import AttributeValue
-from chalicelib.frontend.metering import payload_bytes
+from chalicelib.frontend.metering import payload_bytes, queue_of
 from chalicelib.service import message_rules
 from chalicelib.service.exceptions import InvalidMessageContentsError, InvalidParameterValueError
 from chalicelib.service.tags import check_tag_keys, check_tags
@@ -59,3 +59,7 @@ def test_sizes_and_usage_bytes_measure_text_the_rules_refuse() -> None:
     assert payload_bytes("SendMessage", sent, None) == 3 + 4 + 9 + 3
     batch = {"Entries": [sent, "junk", {"MessageBody": 5}]}
     assert payload_bytes("SendMessageBatch", batch, None) == 19
+
+
+def test_a_queue_url_that_is_no_url_names_no_queue_for_the_usage_records() -> None:
+    assert queue_of({"QueueUrl": "http://[::1/000000000000/q"}) == ""
