@@ -97,6 +97,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._serve_one()
         except TimeoutError:
+            if self._socket_in.deadline is None:  # writing the answer stalled: just close
+                self.close_connection = True
+                return
             self._reply(*sqs_error(408, "The request did not arrive in full within "
                                         f"{self.limits.request_timeout_s:g} s."), close=True)
         except HttpError as exc:

@@ -14,6 +14,7 @@ from chalice import Chalice, Response
 
 from dmqlocal.server import HttpLimits, LocalServer
 
+BIG = 32 * 1024 * 1024  # more than socket buffers hold
 LIMITS = HttpLimits(idle_timeout_s=1.0, request_timeout_s=0.6, max_body_bytes=1000)
 
 
@@ -25,6 +26,8 @@ def _app() -> Chalice:
         request = app.current_request
         assert request is not None
         body = request.raw_body or b""
+        if body == b"big":
+            return Response(body="x" * BIG, status_code=200)
         if body.startswith(b"sleep"):
             time.sleep(float(body[5:]))  # an answer slower than the request timeout
         return Response(body=json.dumps({"got": body.decode()}), status_code=200)
@@ -262,3 +265,17 @@ def test_a_refused_body_sent_in_full_does_not_reset_the_answer(server: LocalServ
         data += chunk
     sock.close()
     assert data.startswith(b"HTTP/1.1 413 ") and b"RequestEntityTooLargeException" in data
+
+
+def test_an_answer_the_client_stops_reading_is_cut_without_a_second_answer(
+    conn: Conn,
+) -> None:
+    # GIVEN a client that asks for a large answer and does not read it for a while
+    conn.send(post(b"big"))
+    time.sleep(LIMITS.request_timeout_s * 3)
+    # THEN the server gave up writing and closed: part of the answer, then nothing else
+    conn.sock.settimeout(5)
+    while conn._fill():
+        pass
+    assert conn.buffer.startswith(b"HTTP/1.1 200 ")
+    assert len(conn.buffer) < BIG and b"HTTP/1.1 408" not in conn.buffer
