@@ -13,7 +13,7 @@ CHAOS_ARGS ?=
 
 ARGS ?=
 
-.PHONY: admin run test dynamodb-local test-spark35 lint typecheck bench soak failover-demo audit audit-bench chaos venv clean
+.PHONY: admin run test dynamodb-local test-spark35 lint typecheck bench soak fuzz failover-demo audit audit-bench chaos venv clean
 
 $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ typecheck: $(STAMP)
 
 bench: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.run
+
+# 100,000 hostile requests (botocore's SQS model, mutated; raw bytes; HTTP framing) against
+# DMQ on its default store: no answer may be a 5xx or malformed. Prints the status histogram.
+FUZZ_ARGS ?=
+fuzz: $(STAMP) $(DDBLOCAL)
+	$(PY) -m bench.fuzz --cases 100000 $(FUZZ_ARGS)
 
 # DMQ at a fixed rate for 30 minutes (SOAK_ARGS="--duration 120" for a short run):
 # is latency and memory flat? Writes docs/soak.md and docs/soak.png.

@@ -63,6 +63,17 @@ class Settings:
     store_read_timeout_s: float = 2.0
     store_attempts: int = 2
 
+    # Logs: "json" (Powertools, the default on Lambda) or "text"; metrics: "emf" (the
+    # default on Lambda) or "off".
+    log_format: str = "text"
+    log_level: str = "INFO"
+    metrics: str = "off"
+    # The local HTTP server: how long a kept-alive connection may wait for its next
+    # request, how long a started request may take to arrive in full, its largest body.
+    http_idle_timeout_s: float = 60.0
+    http_request_timeout_s: float = 10.0
+    http_max_body_bytes: int = 8 * 1024 * 1024
+
     @property
     def store_budget_s(self) -> float:
         """The longest one store call can take before it fails (backoff included)."""
@@ -70,11 +81,6 @@ class Settings:
         # botocore's standard mode backs off at most 2^(n-1) s before retry n.
         backoff = sum(min(2.0 ** n, 20.0) for n in range(tries - 1))
         return tries * (self.store_connect_timeout_s + self.store_read_timeout_s) + backoff
-    # Logs: "json" (Powertools, the default on Lambda) or "text"; metrics: "emf" (the
-    # default on Lambda) or "off".
-    log_format: str = "text"
-    log_level: str = "INFO"
-    metrics: str = "off"
 
     @property
     def all_regions(self) -> tuple[str, ...]:
@@ -141,6 +147,12 @@ class Settings:
             log_format=env.get("DMQ_LOG_FORMAT", "json" if on_lambda else base.log_format),
             log_level=env.get("DMQ_LOG_LEVEL", base.log_level),
             metrics=env.get("DMQ_METRICS", "emf" if on_lambda else base.metrics),
+            http_idle_timeout_s=float(
+                env.get("DMQ_HTTP_IDLE_TIMEOUT_S", base.http_idle_timeout_s)),
+            http_request_timeout_s=float(
+                env.get("DMQ_HTTP_REQUEST_TIMEOUT_S", base.http_request_timeout_s)),
+            http_max_body_bytes=int(
+                env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
         )
 
 

@@ -18,7 +18,7 @@ from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
-from dmqlocal.server import LocalServer
+from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.table_watch import RegionTables, TableWatch
 from infra import provision
@@ -105,7 +105,8 @@ class LocalDmq:
                            chaos.ENV, self.chaos.fraction)
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         self.server = LocalServer(self._app, self.options.host, self.options.port,
-                                  {**counting.routes(counter), **chaos.routes(self.chaos)})
+                                  {**counting.routes(counter), **chaos.routes(self.chaos)},
+                                  HttpLimits.of(settings))
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for pump in self.pumps:
             pump.start()

@@ -1,61 +1,201 @@
-"""A threaded HTTP server for the Chalice app, with TCP_NODELAY on every connection."""
+"""A threaded HTTP/1.1 server for the Chalice app, with TCP_NODELAY on every connection.
+
+Framing is strict (`http_framing.py`), every error is in the SQS JSON error shape
+(`http_errors.py`), and reading a request is bounded in time: a kept-alive connection
+waits `idle_timeout_s` for its next request line, and a started request must arrive in
+full (headers and body) within `request_timeout_s`. Composing the response (a long poll
+of up to 20 s) is not bounded: only reading the request is.
+"""
 
 from __future__ import annotations
 
+import io
 import logging
 import socket
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from chalice import Chalice
 from chalice.config import Config
-from chalice.local import LocalGateway, LocalGatewayException
+from chalice.local import LocalGateway, LocalGatewayException, RouteMatcher
+
+from chalicelib.settings import Settings
+from dmqlocal.http_errors import HttpError, Reply, is_sqs_error, reshaped, sqs_error
+from dmqlocal.http_framing import READ_SIZE, DeadlineSocketIO, read_body
 
 logger = logging.getLogger("dmq.local")
 # A local-only GET path answered beside the app: () -> (status, headers, body).
 Route = Callable[[], tuple[int, dict[str, str], Any]]
+MAX_REQUEST_LINE = 65536
+MAX_BLANK_LINES = 4
+LINGER_S = 1.0  # after refusing a request, how long its unread bytes are drained
+LINGER_BYTES = 16 * 1024 * 1024
+NO_BODY_STATUSES = (204, 304)
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """How long the server waits for requests, and how large a body it reads."""
+
+    idle_timeout_s: float = 60.0
+    request_timeout_s: float = 10.0
+    max_body_bytes: int = 8 * 1024 * 1024
+
+    @classmethod
+    def of(cls, settings: Settings) -> HttpLimits:
+        """The limits the settings name (DMQ_HTTP_*)."""
+        return cls(settings.http_idle_timeout_s, settings.http_request_timeout_s,
+                   settings.http_max_body_bytes)
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     gateway: LocalGateway
+    matcher: RouteMatcher
     routes: dict[str, Route] = {}
+    limits: HttpLimits = HttpLimits()
 
     def setup(self) -> None:
         super().setup()
         # Without this, keep-alive requests stall ~40 ms on delayed ACKs.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rfile.close()
+        self._socket_in = DeadlineSocketIO(self.connection)
+        self.rfile = io.BufferedReader(self._socket_in, 64 * 1024)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the request log quiet; errors still reach the logger."""
 
-    def _handle(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        route = self.routes.get(self.path) if self.command == "GET" else None
+    def handle(self) -> None:
+        """Serve the connection's requests; a peer that goes away or stalls ends it."""
         try:
+            super().handle()
+        except OSError:  # reset, broken pipe, or a timeout while writing
+            self.close_connection = True
+
+    def handle_one_request(self) -> None:
+        """Read one request within the time limits, then serve it."""
+        self.requestline, self.request_version, self.command = "", "HTTP/1.1", ""
+        self._socket_in.deadline = time.monotonic() + self.limits.idle_timeout_s
+        try:
+            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+        except TimeoutError:  # idle: close without a word, as HTTP servers do
+            self.close_connection = True
+            return
+        for _ in range(MAX_BLANK_LINES):  # blank lines before a request are ignored
+            if self.raw_requestline not in (b"\r\n", b"\n"):
+                break
+            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+        if not self.raw_requestline:
+            self.close_connection = True
+            return
+        self._socket_in.deadline = time.monotonic() + self.limits.request_timeout_s
+        try:
+            self._serve_one()
+        except TimeoutError:
+            if self._socket_in.deadline is None:  # writing the answer stalled: just close
+                self.close_connection = True
+                return
+            self._reply(*sqs_error(408, "The request did not arrive in full within "
+                                        f"{self.limits.request_timeout_s:g} s."), close=True)
+        except HttpError as exc:
+            self._reply(*sqs_error(exc.status, exc.message, exc.code), close=True)
+        self.wfile.flush()
+
+    def _serve_one(self) -> None:
+        if len(self.raw_requestline) > MAX_REQUEST_LINE:
+            raise HttpError(414, "The request line is too long.")
+        if not self.raw_requestline.strip():
+            raise HttpError(400, "The request line is empty.")
+        if not self.parse_request():
+            return  # parse_request answered with send_error
+        if self.request_version == "HTTP/0.9":
+            raise HttpError(400, "HTTP/0.9 requests are not served: use HTTP/1.1.")
+        body = read_body(self.headers, self.rfile, self.limits.max_body_bytes)
+        self._socket_in.deadline = None
+        # Writing the answer must not hang on a client that stopped reading.
+        self.connection.settimeout(self.limits.request_timeout_s)
+        self._reply(*self._respond(body), close=False)
+
+    def _respond(self, body: bytes) -> Reply:
+        """The app's answer (or a local route's), errors in the SQS shape."""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            route = self.routes.get(self.path) if self.command in ("GET", "HEAD") else None
             if route is not None:
                 status, out_headers, payload = route()
+            elif not self._known_path():
+                return sqs_error(404, f"No SQS operation at {self.path[:200]!r}: SQS "
+                                      "requests are POST /.")
             else:
                 response = self.gateway.handle_request(self.command, self.path, headers, body)
                 status, out_headers, payload = (
-                    response["statusCode"], response.get("headers", {}), response.get("body")
-                )
+                    response["statusCode"], response.get("headers") or {},
+                    response.get("body"))
         except LocalGatewayException as exc:
             status, out_headers, payload = exc.CODE, exc.headers, exc.body
+        except Exception:  # a fault is an SQS InternalError, never a hang-up
+            logger.exception("unexpected error")
+            return sqs_error(500, "We encountered an internal error. Please try again.")
         data = payload if isinstance(payload, bytes) else (payload or "").encode("utf-8")
-        self.send_response(status)
-        for key, value in out_headers.items():
-            if key.lower() != "content-length":
-                self.send_header(key, str(value))
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        if status >= 400 and not is_sqs_error(out_headers):
+            return reshaped(status, out_headers, data)
+        return status, {k: str(v) for k, v in out_headers.items()}, data
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_OPTIONS = _handle
+    def _known_path(self) -> bool:
+        try:
+            self.matcher.match_route(self.path)
+        except ValueError:
+            return False
+        return True
+
+    def _reply(self, status: int, headers: Mapping[str, str], data: bytes,
+               close: bool) -> None:
+        """Status, headers and (unless HEAD, 204 or 304) the body; `close` ends the
+        connection after it (the request's framing was broken)."""
+        if self.request_version not in ("HTTP/1.0", "HTTP/1.1"):
+            self.request_version = "HTTP/1.1"  # a refused request still gets a full answer
+        self.send_response(status)
+        for key, value in headers.items():
+            if key.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        if close:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD" and status not in NO_BODY_STATUSES:
+            self.wfile.write(data)
+        if close:
+            self._linger()
+
+    def _linger(self) -> None:
+        """Drain what the client still sends before closing: closing with unread bytes
+        sends a reset, which can destroy the error answer before the client reads it."""
+        self.close_connection = True
+        deadline = time.monotonic() + LINGER_S
+        self._socket_in.deadline = deadline
+        drained = 0
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            while drained < LINGER_BYTES and time.monotonic() < deadline:
+                data = self.rfile.read1(READ_SIZE)
+                if not data:
+                    break
+                drained += len(data)
+        except OSError:  # the client is gone, or went quiet: either way, done
+            pass
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """http.server's own errors (bad request line, headers too large) in the SQS shape.
+        A request line naming HTTP/2 or later is a malformed HTTP/1.1 request: 400."""
+        status = 400 if code == 505 else code
+        short = self.responses.get(code, ("Bad request",))[0]
+        self._reply(*sqs_error(status, message or short), close=True)
 
 
 class _Server(ThreadingHTTPServer):
@@ -68,9 +208,11 @@ class LocalServer:
     """Serves a Chalice app at host:port until stopped."""
 
     def __init__(self, app: Chalice, host: str = "127.0.0.1", port: int = 9324,
-                 routes: dict[str, Route] | None = None) -> None:
-        handler = type("Handler", (_Handler,), {"gateway": LocalGateway(app, Config()),
-                                                "routes": dict(routes or {})})
+                 routes: dict[str, Route] | None = None,
+                 limits: HttpLimits | None = None) -> None:
+        handler = type("Handler", (_Handler,), {
+            "gateway": LocalGateway(app, Config()), "matcher": RouteMatcher(list(app.routes)),
+            "routes": dict(routes or {}), "limits": limits or HttpLimits()})
         self._server = _Server((host, port), handler)
         self._thread: threading.Thread | None = None
 

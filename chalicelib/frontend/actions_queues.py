@@ -5,11 +5,16 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from chalicelib.frontend.context import RequestContext, parse_queue_url
+from chalicelib.frontend.context import (
+    MAX_QUEUE_NAME,
+    RequestContext,
+    could_be_queue,
+    parse_queue_url,
+)
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.types import QueueRecord
-from chalicelib.service.exceptions import InvalidParameterValueError
+from chalicelib.service.exceptions import InvalidParameterValueError, QueueDoesNotExistError
 
 Response = dict[str, Any]
 
@@ -32,7 +37,10 @@ def create_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
 def get_queue_url(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """GetQueueUrl."""
     account = p.optional_str("QueueOwnerAWSAccountId") or ctx.account
-    record = svc.queues.get(account, p.required_str("QueueName"))
+    name = p.required_str("QueueName")
+    if not could_be_queue(account, name):
+        raise QueueDoesNotExistError()
+    record = svc.queues.get(account, name)
     return {"QueueUrl": ctx.queue_url(record.account, record.name)}
 
 
@@ -40,17 +48,21 @@ def _decode_token(token: str | None) -> str | None:
     if not token:
         return None
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        name = base64.urlsafe_b64decode(token.encode()).decode()
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidParameterValueError("Invalid NextToken value.") from exc
+    if not could_be_queue("account", name):  # a token holds the last queue name listed
+        raise InvalidParameterValueError("Invalid NextToken value.")
+    return name
 
 
 def list_queues(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """ListQueues with QueueNamePrefix, MaxResults and NextToken."""
-    records, last = svc.queues.list(
-        ctx.account, p.optional_str("QueueNamePrefix") or "", p.optional_int("MaxResults"),
-        _decode_token(p.optional_str("NextToken")),
-    )
+    prefix = p.optional_str("QueueNamePrefix") or ""
+    max_results, after = p.optional_int("MaxResults"), _decode_token(p.optional_str("NextToken"))
+    if len(prefix) > MAX_QUEUE_NAME:  # no name starts with it: nothing to ask the store
+        return {}
+    records, last = svc.queues.list(ctx.account, prefix, max_results, after)
     response: Response = {}
     if records:
         response["QueueUrls"] = [ctx.queue_url(r.account, r.name) for r in records]

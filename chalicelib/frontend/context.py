@@ -10,6 +10,11 @@ from urllib.parse import urlparse
 from chalicelib.service.exceptions import QueueDoesNotExistError, SignatureDoesNotMatchError
 
 _CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
+# What a queue name and an account id can be; anything else names no queue, and is never
+# looked up (DynamoDB refuses keys over 2 KB: a huge name would be a store fault, a 503).
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
+_ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_QUEUE_NAME = 85
 
 
 @dataclass(frozen=True)
@@ -50,10 +55,18 @@ def base_url_from_headers(headers: Mapping[str, str]) -> str:
     return f"{scheme}://{host}"
 
 
+def could_be_queue(account: str, name: str) -> bool:
+    """True when an account id and a queue name are shaped as they can be."""
+    return bool(_ACCOUNT.fullmatch(account) and _QUEUE_NAME.fullmatch(name))
+
+
 def parse_queue_url(url: str) -> tuple[str, str]:
     """(account, name) from a queue URL; anything else is QueueDoesNotExist."""
-    path = urlparse(url).path if "://" in url else url
+    try:
+        path = urlparse(url).path if "://" in url else url
+    except ValueError as exc:  # e.g. a malformed IPv6 host
+        raise QueueDoesNotExistError() from exc
     parts = [p for p in path.split("/") if p]
-    if len(parts) < 2:
+    if len(parts) < 2 or not could_be_queue(parts[-2], parts[-1]):
         raise QueueDoesNotExistError()
     return parts[-2], parts[-1]

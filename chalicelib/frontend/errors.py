@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 
 from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
+from chalicelib.metadata.repository import ConcurrentChangeError
 from chalicelib.service.exceptions import (
     InternalError,
+    InvalidParameterValueError,
     RequestThrottledError,
     ServiceUnavailableError,
     SqsError,
@@ -19,6 +21,11 @@ def to_sqs_error(exc: Exception) -> SqsError:
     """Map service, storage and unexpected errors onto SQS errors."""
     if isinstance(exc, SqsError):
         return exc
+    if isinstance(exc, ConcurrentChangeError):
+        # Two requests changed one queue's record at once (say, two PurgeQueue calls): the
+        # loser is told to retry, as the queue service tells it for attributes and tags.
+        return InvalidParameterValueError(
+            "The queue was changed by another request at the same time; retry.")
     if isinstance(exc, StoreThrottledError):
         return RequestThrottledError("Request is throttled; retry with backoff.")
     if isinstance(exc, StoreUnavailableError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from chalicelib.frontend.context import (
 )
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
+from chalicelib.frontend.json_input import decode_object
 from chalicelib.frontend.metering import payload_bytes, queue_of
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.routing import route
@@ -24,6 +26,8 @@ from chalicelib.service.exceptions import InvalidActionError, SqsError
 CONTENT_TYPE = "application/x-amz-json-1.0"
 TARGET_PREFIX = "AmazonSQS."
 
+logger = logging.getLogger("dmq.frontend")
+
 
 @dataclass(frozen=True)
 class HttpResponse:
@@ -32,12 +36,6 @@ class HttpResponse:
     status: int
     headers: dict[str, str]
     body: str
-
-
-class SerializationError(SqsError):
-    """The body is not a JSON object."""
-
-    code = "SerializationException"
 
 
 def _headers(request_id: str) -> dict[str, str]:
@@ -57,13 +55,7 @@ def _parse(headers: Mapping[str, str], body: bytes | None) -> tuple[str, Params]
     target = headers.get("x-amz-target", "")
     if not target.startswith(TARGET_PREFIX):
         raise InvalidActionError("Missing or invalid X-Amz-Target header.")
-    try:
-        data: Any = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise SerializationError("The request body is not valid JSON.") from exc
-    if not isinstance(data, dict):
-        raise SerializationError("The request body must be a JSON object.")
-    return target[len(TARGET_PREFIX):], Params(data)
+    return target[len(TARGET_PREFIX):], Params(decode_object(body))
 
 
 class Meter(Protocol):
@@ -101,9 +93,17 @@ def handle(
 
 
 def _meter(meter: Meter | None, caller: str, action: str, params: Params, result: Any) -> None:
-    """Count a request against the queue's account (the caller's when it names no URL)."""
+    """Meter a served request; a metering fault is logged, never the request's error."""
     if meter is None or not action:
         return
+    try:
+        _record(meter, caller, action, params, result)
+    except Exception:  # usage records must never fail a served request
+        logger.exception("usage metering failed for %s; the request is served", action)
+
+
+def _record(meter: Meter, caller: str, action: str, params: Params, result: Any) -> None:
+    """Count a request against the queue's account (the caller's when it names no URL)."""
     queue = queue_of(params.data)
     if "/" in queue:
         account = queue.split("/", 1)[0]

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
+from chalicelib.service.text import utf8_length
+
 SEND_ACTIONS = frozenset({"SendMessage", "SendMessageBatch"})
 
 
@@ -15,7 +17,11 @@ def queue_of(data: Mapping[str, Any]) -> str:
     """The queue a request names (`<account>/<name>`): its QueueUrl, or QueueName, or ''."""
     url = data.get("QueueUrl")
     if isinstance(url, str) and url:
-        parts = [p for p in (urlparse(url).path if "://" in url else url).split("/") if p]
+        try:
+            path = urlparse(url).path if "://" in url else url
+        except ValueError:  # not a URL (an unclosed IPv6 bracket): it names no queue
+            return ""
+        parts = [p for p in path.split("/") if p]
         return "/".join(parts[-2:])
     name = data.get("QueueName")
     return name if isinstance(name, str) else ""
@@ -29,10 +35,10 @@ def _attribute_bytes(attributes: Any) -> int:
     for name, value in attributes.items():
         if not isinstance(value, Mapping):
             continue
-        total += len(str(name).encode()) + len(str(value.get("DataType", "")).encode())
+        total += utf8_length(str(name)) + utf8_length(str(value.get("DataType", "")))
         text = value.get("StringValue")
         if isinstance(text, str):
-            total += len(text.encode())
+            total += utf8_length(text)
         binary = value.get("BinaryValue")
         if isinstance(binary, str):
             try:
@@ -44,7 +50,7 @@ def _attribute_bytes(attributes: Any) -> int:
 
 def _message_bytes(message: Mapping[str, Any], body_key: str) -> int:
     body = message.get(body_key)
-    size = len(body.encode("utf-8")) if isinstance(body, str) else 0
+    size = utf8_length(body) if isinstance(body, str) else 0
     return size + _attribute_bytes(message.get("MessageAttributes"))
 
 

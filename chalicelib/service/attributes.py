@@ -13,8 +13,14 @@ from chalicelib.service.exceptions import (
     UnsupportedOperationError,
 )
 from chalicelib.service.shards import MAX_SHARDS
+from chalicelib.service.text import utf8_length
 
 MAX_MESSAGE_SIZE = 1_048_576
+# Text attributes' sizes in bytes: SQS's policy quota, and a KMS key id's length (the queue
+# record must also stay within DynamoDB's 400 KB item).
+TEXT_LIMITS: dict[str, int] = {
+    "Policy": 8192, "RedrivePolicy": 8192, "RedriveAllowPolicy": 8192, "KmsMasterKeyId": 2048,
+}
 _INTEGER = re.compile(r"-?[0-9]+")
 
 INT_RANGES: dict[str, tuple[int, int]] = {
@@ -90,7 +96,7 @@ def _check_bool(name: str, value: str) -> str:
 def _load_json_object(name: str, value: str) -> dict[str, object]:
     try:
         data = json.loads(value)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _invalid(name, "Must be a valid JSON document.") from exc
     if not isinstance(data, dict):
         raise _invalid(name, "Must be a JSON object.")
@@ -191,6 +197,9 @@ def validate_settable(attributes: Mapping[str, str]) -> dict[str, str]:
             )
         if name not in SETTABLE and name not in EXTENSIONS_SETTABLE:
             raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
+        limit = TEXT_LIMITS.get(name)
+        if limit is not None and utf8_length(str(value)) > limit:
+            raise _invalid(name, f"Must be at most {limit} bytes.")
         normalised[name] = CHECKS[name](name, str(value))
     return normalised
 

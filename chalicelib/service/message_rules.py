@@ -12,9 +12,9 @@ from chalicelib.service.exceptions import (
     InvalidParameterValueError,
     MissingParameterError,
 )
+from chalicelib.service.text import has_invalid_characters, utf8_length
 
 MAX_ATTRIBUTES = 10
-_INVALID_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,256}\Z")
 _BASE_TYPES = ("String", "Number", "Binary")
 SYSTEM_ATTRIBUTE_NAMES = frozenset({"AWSTraceHeader"})
@@ -30,7 +30,7 @@ def check_body(body: str | None) -> str:
 
 def check_characters(text: str) -> None:
     """Reject characters outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000+."""
-    if _INVALID_CHARS.search(text):
+    if has_invalid_characters(text):
         raise InvalidMessageContentsError(
             "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
             "#xE000 to #xFFFD | #x10000 to #x10FFFF"
@@ -74,7 +74,8 @@ def check_attribute(name: str, value: AttributeValue, kind: str = "user") -> Non
     if kind == "user":
         _check_name(name)
     base = value.data_type.split(".", 1)[0]
-    if base not in _BASE_TYPES or len(value.data_type) > 256:
+    if (base not in _BASE_TYPES or len(value.data_type) > 256
+            or has_invalid_characters(value.data_type)):
         raise InvalidParameterValueError(
             f"The type of message ({kind}) attribute '{name}' is invalid. You must use only "
             "the following supported type prefixes: Binary, Number, String."
@@ -120,13 +121,16 @@ def check_system_attributes(attributes: Mapping[str, AttributeValue]) -> None:
 
 
 def message_size(body: str, attributes: Mapping[str, AttributeValue]) -> int:
-    """Size as SQS counts it: the body plus every attribute's name, type and value."""
-    size = len(body.encode("utf-8"))
+    """Size as SQS counts it: the body plus every attribute's name, type and value.
+
+    A batch is measured before its entries are checked, so text the rules will refuse
+    (a lone surrogate) is measured too, as the 3 bytes it would take.
+    """
+    size = utf8_length(body)
     for name, value in attributes.items():
-        size += len(name.encode("utf-8")) + len(value.data_type.encode("utf-8"))
-        size += len(value.binary_value or b"") if value.is_binary else len(
-            (value.string_value or "").encode("utf-8")
-        )
+        size += utf8_length(name) + utf8_length(value.data_type)
+        size += len(value.binary_value or b"") if value.is_binary else utf8_length(
+            value.string_value or "")
     return size
 
 

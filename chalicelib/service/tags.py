@@ -1,10 +1,12 @@
-"""Queue tag rules: at most 50 tags, keys of 1 to 128 and values of 0 to 256 characters."""
+"""Queue tag rules: at most 50 tags, keys of 1 to 128 and values of 0 to 256 characters,
+made of the characters SQS allows in any text (a lone surrogate cannot even be stored)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from chalicelib.service.exceptions import InvalidParameterValueError
+from chalicelib.service.text import has_invalid_characters, printable
 
 MAX_TAGS = 50
 
@@ -21,13 +23,18 @@ def check_tags(tags: Mapping[str, str]) -> None:
             raise InvalidParameterValueError(
                 f"Tag value for key '{key}' is longer than 256 characters."
             )
+        if has_invalid_characters(value):
+            raise InvalidParameterValueError(
+                f"Tag value for key '{key}' holds characters SQS does not allow."
+            )
 
 
 def check_tag_keys(keys: Sequence[str]) -> None:
     """Tag keys are 1 to 128 characters and do not start with `aws:`."""
     for key in keys:
-        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:"):
+        if (not 1 <= len(key) <= 128 or key.lower().startswith("aws:")
+                or has_invalid_characters(key)):
             raise InvalidParameterValueError(
-                f"Tag key '{key}' is invalid: keys are 1 to 128 characters and may not "
-                "start with 'aws:'."
+                f"Tag key '{printable(key)}' is invalid: keys are 1 to 128 characters of "
+                "those SQS allows and may not start with 'aws:'."
             )
