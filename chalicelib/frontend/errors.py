@@ -8,7 +8,6 @@ from chalicelib.backend.exceptions import StoreError, StoreThrottledError, Store
 from chalicelib.metadata.repository import ConcurrentChangeError
 from chalicelib.service.exceptions import (
     InternalError,
-    InvalidParameterValueError,
     RequestThrottledError,
     ServiceUnavailableError,
     SqsError,
@@ -22,10 +21,10 @@ def to_sqs_error(exc: Exception) -> SqsError:
     if isinstance(exc, SqsError):
         return exc
     if isinstance(exc, ConcurrentChangeError):
-        # Two requests changed one queue's record at once (say, two PurgeQueue calls): the
-        # loser is told to retry, as the queue service tells it for attributes and tags.
-        return InvalidParameterValueError(
-            "The queue was changed by another request at the same time; retry.")
+        # Requests kept changing one queue's record at once, past the queue service's own
+        # retries: the loser gets an error the SDKs retry.
+        return ServiceUnavailableError(
+            "The queue was changed by other requests at the same time; retry the request.")
     if isinstance(exc, StoreThrottledError):
         return RequestThrottledError("Request is throttled; retry with backoff.")
     if isinstance(exc, StoreUnavailableError):
