@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend import items
 from chalicelib.backend.dynamo_errors import translate_errors
-from chalicelib.backend.exceptions import StoreError
+from chalicelib.domain.exceptions import StoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend import items
 from chalicelib.backend.dynamo_errors import cancellation_reasons, translate_errors
-from chalicelib.backend.exceptions import StoreError, StoreUnavailableError
 from chalicelib.backend.items import Item
-from chalicelib.backend.messages import Candidate, Message
+from chalicelib.domain.exceptions import StoreError, StoreUnavailableError
+from chalicelib.domain.messages import Candidate, Message
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

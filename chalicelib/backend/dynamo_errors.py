@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
+from chalicelib.domain.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
 
 THROTTLE_CODES = frozenset(
     {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}

@@ -17,10 +17,10 @@ from chalicelib.backend.dynamo_errors import (
     is_condition_failure,
     translate_errors,
 )
-from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
 from chalicelib.backend.items import VISIBLE_INDEX, Item
-from chalicelib.backend.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 from chalicelib.backend.store import CandidatePage, VisibilityChange
+from chalicelib.domain.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
+from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

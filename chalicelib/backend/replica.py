@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_errors import error_code, translate_errors
-from chalicelib.backend.exceptions import StoreError
+from chalicelib.domain.exceptions import StoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

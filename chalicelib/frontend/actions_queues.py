@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.context import RequestContext, parse_queue_url
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
-from chalicelib.metadata.types import QueueRecord
 from chalicelib.service.exceptions import InvalidParameterValueError
 
 Response = dict[str, Any]

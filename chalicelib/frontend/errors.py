@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
+from chalicelib.domain.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
 from chalicelib.service.exceptions import (
     InternalError,
     RequestThrottledError,

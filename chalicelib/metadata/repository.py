@@ -10,15 +10,15 @@ from typing import Any
 
 from pynamodb.exceptions import PutError, PynamoDBException
 
-from chalicelib.backend.exceptions import StoreError, StoreThrottledError
-from chalicelib.metadata.models import QueueModel, model_for
-from chalicelib.metadata.types import (
+from chalicelib.domain.exceptions import StoreError, StoreThrottledError
+from chalicelib.domain.queues import (
     QueueRecord,
     QueueStatus,
     Shard,
     shards_from_text,
     shards_to_text,
 )
+from chalicelib.metadata.models import QueueModel, model_for
 
 
 class ConcurrentChangeError(Exception):

@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.placement import HashRing, NoClusterAvailable, split_targets
-from chalicelib.metadata.types import QueueRecord
 
 logger = logging.getLogger(__name__)
 

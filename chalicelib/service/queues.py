@@ -7,8 +7,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from chalicelib.clock import Clock
-from chalicelib.metadata.repository import ConcurrentChangeError, QueueRepository
-from chalicelib.metadata.types import (
+from chalicelib.domain.queues import (
     DEFAULT_CLUSTER,
     QueueRecord,
     QueueStatus,
@@ -17,6 +16,7 @@ from chalicelib.metadata.types import (
     queue_id_of,
     shards_to_text,
 )
+from chalicelib.metadata.repository import ConcurrentChangeError, QueueRepository
 from chalicelib.service import attributes as attrs
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.backend.exceptions import StoreUnavailableError
-from chalicelib.backend.messages import Message
 from chalicelib.backend.replica import ReplicaApplier
 from chalicelib.clock import Clock
-from chalicelib.metadata.types import QueueRecord
+from chalicelib.domain.exceptions import StoreUnavailableError
+from chalicelib.domain.messages import Message
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import BackendOf
 
