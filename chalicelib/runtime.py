@@ -10,7 +10,6 @@ from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.queues import QueueRecord
@@ -23,6 +22,7 @@ from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.failover import FailoverManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.queues import QueueService
+from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
 from chalicelib.service.usage import UsageMeter
 from chalicelib.settings import Settings, get_settings

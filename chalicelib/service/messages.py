@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chalicelib.backend.clusters import ClusterStores
-from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.store import CandidatePage, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
@@ -39,6 +38,7 @@ from chalicelib.service.exceptions import (
     SqsError,
 )
 from chalicelib.service.frontier import Frontier
+from chalicelib.service.receipts import ReceiptCodec
 
 _CLAIM_ROUNDS = 3
 # A shard with nothing visible is skipped by this process's receives until its next hidden

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.domain.messages import Candidate, CandidateAction, MessageRef, new_message_id
 from chalicelib.frontend.context import parse_queue_url, region_from_headers
 from chalicelib.service import attributes
@@ -15,6 +14,7 @@ from chalicelib.service.exceptions import (
     ReceiptHandleIsInvalidError,
     UnsupportedOperationError,
 )
+from chalicelib.service.receipts import ReceiptCodec
 from infra import provision
 
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import pytest
 
 from chalicelib.backend.clusters import ClusterStores
-from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import FakeClock
 from chalicelib.domain.messages import Candidate, Message
@@ -16,6 +15,7 @@ from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.service.attributes import with_defaults
 from chalicelib.service.exceptions import ReceiptHandleIsInvalidError
 from chalicelib.service.messages import HandleEntry, MessageService, SendRequest
+from chalicelib.service.receipts import ReceiptCodec
 from tests.unit.memory_store import MemoryStore
 
 
