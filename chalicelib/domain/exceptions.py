@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class StoreError(Exception):
     """The message store could not complete a request."""
@@ -13,3 +15,21 @@ class StoreThrottledError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """DynamoDB timed out or failed; nothing is known to be written."""
+
+
+class ConditionFailedError(StoreError):
+    """A conditional write failed its condition. `item` is the item as it stood, when the
+    write asked for it (ReturnValuesOnConditionCheckFailure), else None."""
+
+    def __init__(self, message: str, item: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.item = item
+
+
+class TransactionCancelledError(StoreError):
+    """A transaction was cancelled: `reasons` holds one reason per item, in request order
+    (each a dict with a `Code`, and the `Item` when the write asked for it)."""
+
+    def __init__(self, message: str, reasons: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.reasons = reasons
