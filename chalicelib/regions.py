@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from chalicelib.backend.exceptions import StoreUnavailableError
+from chalicelib.domain.exceptions import StoreUnavailableError
 
 
 class RegionDownError(StoreUnavailableError):

@@ -10,14 +10,13 @@ from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
+from chalicelib.domain.queues import ConnectionBudget, QueueRecord
 from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.repository import QueueRepository
-from chalicelib.metadata.types import ConnectionBudget, QueueRecord
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.secrets import receipt_key
@@ -25,6 +24,7 @@ from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.failover import FailoverManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.queues import QueueService
+from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
 from chalicelib.service.usage import UsageMeter
 from chalicelib.settings import Settings, get_settings

@@ -99,3 +99,11 @@ def spark() -> Iterator[Any]:
     session = local_session("dmq-tests")
     yield session
     session.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs two workers), every test that starts Spark runs
+    on one worker, so the run starts one JVM for Spark, not one per worker."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) or "spark_submit" in item.name:
+            item.add_marker(pytest.mark.xdist_group("spark"))

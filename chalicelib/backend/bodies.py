@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chalicelib.backend.exceptions import StoreError
+from chalicelib.domain.exceptions import StoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from chalicelib.backend.exceptions import StoreError
 from chalicelib.backend.store import MessageStore
+from chalicelib.domain.exceptions import StoreError
 
 
 class UnknownClusterError(StoreError):

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend import items
-from chalicelib.backend.dynamo_errors import translate_errors
-from chalicelib.backend.exceptions import StoreError
+from chalicelib.domain.exceptions import StoreError
+from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

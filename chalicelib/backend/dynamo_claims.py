@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend import items
-from chalicelib.backend.dynamo_errors import cancellation_reasons, translate_errors
-from chalicelib.backend.exceptions import StoreError, StoreUnavailableError
 from chalicelib.backend.items import Item
-from chalicelib.backend.messages import Candidate, Message
+from chalicelib.domain.exceptions import StoreUnavailableError, TransactionCancelledError
+from chalicelib.domain.messages import Candidate, Message
+from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -101,11 +101,8 @@ class BatchClaims:
                     self._db.transact_write_items(
                         TransactItems=[ops[i] for i in pending]  # type: ignore[misc]
                     )
-            except StoreError as exc:
-                reasons = cancellation_reasons(exc)
-                if reasons is None:
-                    raise
-                codes = [str(r.get("Code", "")) for r in reasons]
+            except TransactionCancelledError as exc:
+                codes = [str(r.get("Code", "")) for r in exc.reasons]
                 pending = [i for i, code in zip(pending, codes, strict=False)
                            if code != "ConditionalCheckFailed"]
                 if any(code not in _INNOCENT | {"ConditionalCheckFailed"} for code in codes):

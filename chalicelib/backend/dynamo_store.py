@@ -7,21 +7,20 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from chalicelib.backend import items
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_values
-from chalicelib.backend.dynamo_errors import (
-    cancellation_reasons,
-    is_condition_failure,
-    lost_race,
-    translate_errors,
-)
-from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
 from chalicelib.backend.items import VISIBLE_INDEX, Item
-from chalicelib.backend.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 from chalicelib.backend.store import CandidatePage, VisibilityChange
+from chalicelib.domain.exceptions import (
+    ConditionFailedError,
+    StoreError,
+    StoreThrottledError,
+    StoreUnavailableError,
+    TransactionCancelledError,
+)
+from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
+from chalicelib.dynamo_errors import lost_race, translate_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -89,9 +88,8 @@ class DynamoMessageStore:
                     with translate_errors():
                         self._db.put_item(TableName=self.table, Item=item,
                                           ConditionExpression="attribute_not_exists(sk)")
-                except StoreError as exc:
-                    if not is_condition_failure(exc):
-                        raise
+                except ConditionFailedError:
+                    pass
                 else:
                     written.append((shard, message))
         finally:
@@ -171,10 +169,8 @@ class DynamoMessageStore:
                     ),
                     ReturnValues="ALL_NEW",
                 )
-        except StoreError as exc:
-            if is_condition_failure(exc):
-                return None
-            raise
+        except ConditionFailedError:
+            return None
         return self._load(result["Attributes"])
 
     def claim_many(
@@ -316,12 +312,9 @@ class DynamoMessageStore:
         try:
             with translate_errors():
                 self._db.transact_write_items(TransactItems=chosen)  # type: ignore[arg-type]
-        except StoreError as exc:
-            reasons = cancellation_reasons(exc)
-            if reasons is None:
-                raise
+        except TransactionCancelledError as exc:
             retry = []
-            for index, reason in zip(pending, reasons, strict=False):
+            for index, reason in zip(pending, exc.reasons, strict=False):
                 if reason.get("Code") == "ConditionalCheckFailed":
                     failed[index] = reason.get("Item")
                 else:
@@ -342,12 +335,8 @@ class DynamoMessageStore:
         try:
             with translate_errors():
                 call(**op)
-        except StoreError as exc:
-            if not is_condition_failure(exc):
-                raise
-            cause = exc.__cause__
-            item = cause.response.get("Item") if isinstance(cause, ClientError) else None
-            failed[index] = item if isinstance(item, dict) else None
+        except ConditionFailedError as exc:
+            failed[index] = exc.item
         return []
 
     # -- counts and purge -------------------------------------------------------------------

@@ -6,7 +6,7 @@ import base64
 import json
 from typing import Any
 
-from chalicelib.backend.messages import AttributeValue, Candidate, Message
+from chalicelib.domain.messages import AttributeValue, Candidate, Message
 
 Item = dict[str, Any]
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.clusters import ClusterStores
-from chalicelib.backend.messages import Candidate
 from chalicelib.backend.store import MessageStore
-from chalicelib.metadata.types import QueueRecord
+from chalicelib.domain.messages import Candidate
+from chalicelib.domain.queues import QueueRecord
 
 SWEEP_PAGE = 100
 SWEEP_MAX_PAGES = 20

@@ -21,11 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.backend.dynamo_errors import error_code, translate_errors
-from chalicelib.backend.exceptions import StoreError
+from chalicelib.domain.exceptions import ConditionFailedError
+from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -145,13 +143,8 @@ class ReplicaApplier:
                     ExpressionAttributeValues={":seq": {"S": seq}},
                     ReturnValues="ALL_OLD",
                 ).get("Attributes")
-        except StoreError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ClientError) and (
-                error_code(cause) == "ConditionalCheckFailedException"
-            ):
-                return False
-            raise
+        except ConditionFailedError:
+            return False
         self._count(table, keys, old, item)
         return True
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.backend.dynamo_errors import translate_errors
-from chalicelib.backend.exceptions import StoreUnavailableError
 from chalicelib.backend.replica import SEQ, TOMB, padded
+from chalicelib.domain.exceptions import StoreUnavailableError
+from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from chalicelib.backend.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
+from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
 
 @dataclass(frozen=True)

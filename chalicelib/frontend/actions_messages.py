@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from chalicelib.backend.messages import AttributeValue, Message
+from chalicelib.domain.messages import AttributeValue, Message
 from chalicelib.frontend.actions_queues import queue_of
 from chalicelib.frontend.batches import batch_entries, failed_entries
 from chalicelib.frontend.context import RequestContext

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.context import (
     MAX_QUEUE_NAME,
     RequestContext,
@@ -13,7 +14,6 @@ from chalicelib.frontend.context import (
 )
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
-from chalicelib.metadata.types import QueueRecord
 from chalicelib.service.exceptions import InvalidParameterValueError, QueueDoesNotExistError
 
 Response = dict[str, Any]

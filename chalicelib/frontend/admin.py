@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.backend.messages import Message
+from chalicelib.domain.messages import Message
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.services import Services
-from chalicelib.metadata.types import QueueRecord
 from chalicelib.service.exceptions import InvalidParameterValueError
 from chalicelib.service.shards import MAX_SHARDS
 

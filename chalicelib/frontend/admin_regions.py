@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.backend.exceptions import StoreError
+from chalicelib.domain.exceptions import StoreError
 from chalicelib.runtime import Runtime
 
 

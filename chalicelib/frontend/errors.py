@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
-from chalicelib.metadata.repository import ConcurrentChangeError
+from chalicelib.domain.exceptions import (
+    ConcurrentChangeError,
+    StoreError,
+    StoreThrottledError,
+    StoreUnavailableError,
+)
 from chalicelib.service.exceptions import (
     InternalError,
     RequestThrottledError,

@@ -7,7 +7,7 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.backend.messages import AttributeValue
+from chalicelib.domain.messages import AttributeValue
 from chalicelib.service.exceptions import InvalidParameterValueError, MissingParameterError
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from chalicelib.domain.queues import QueueStatus, queue_id_of
 from chalicelib.frontend.context import parse_queue_url
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
-from chalicelib.metadata.types import QueueStatus, queue_id_of
 
 # Actions that name no queue, or that read only what every region holds.
 LOCAL_ACTIONS = frozenset({"CreateQueue", "GetQueueUrl", "ListQueues"})

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from chalicelib.backend.dynamo_errors import translate_errors
+from chalicelib.dynamo_errors import translate_errors
 from chalicelib.metadata.epoch import ensure_epoch
 from chalicelib.metadata.placement import ClusterLoad
 

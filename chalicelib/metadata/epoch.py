@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from chalicelib.backend.dynamo_errors import translate_errors
+from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

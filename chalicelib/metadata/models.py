@@ -9,7 +9,7 @@ from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute,
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
-from chalicelib.metadata.types import ConnectionBudget
+from chalicelib.domain.queues import ConnectionBudget
 
 ACCOUNT_INDEX = "account-index"
 DEFAULT_BUDGET = ConnectionBudget()

@@ -11,9 +11,13 @@ from typing import Any
 from botocore.exceptions import BotoCoreError
 from pynamodb.exceptions import PutError, PynamoDBException
 
-from chalicelib.backend.exceptions import StoreError, StoreThrottledError, StoreUnavailableError
-from chalicelib.metadata.models import QueueModel, model_for
-from chalicelib.metadata.types import (
+from chalicelib.domain.exceptions import (
+    ConcurrentChangeError,
+    StoreError,
+    StoreThrottledError,
+    StoreUnavailableError,
+)
+from chalicelib.domain.queues import (
     ConnectionBudget,
     QueueRecord,
     QueueStatus,
@@ -21,10 +25,7 @@ from chalicelib.metadata.types import (
     shards_from_text,
     shards_to_text,
 )
-
-
-class ConcurrentChangeError(Exception):
-    """Another writer changed the record first (optimistic locking)."""
+from chalicelib.metadata.models import QueueModel, model_for
 
 
 @contextmanager

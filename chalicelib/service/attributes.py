@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
-from chalicelib.metadata.types import parse_queue_arn
+from chalicelib.domain.queues import parse_queue_arn
 from chalicelib.service.exceptions import (
     InvalidAttributeNameError,
     InvalidAttributeValueError,

@@ -6,7 +6,7 @@ import hashlib
 import struct
 from collections.abc import Mapping
 
-from chalicelib.backend.messages import AttributeValue
+from chalicelib.domain.messages import AttributeValue
 
 
 def md5_of_body(body: str) -> str:

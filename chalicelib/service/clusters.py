@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.placement import HashRing, NoClusterAvailable, split_targets
-from chalicelib.metadata.types import QueueRecord
 
 logger = logging.getLogger(__name__)
 

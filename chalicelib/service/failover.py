@@ -31,12 +31,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from chalicelib.backend.exceptions import StoreError
 from chalicelib.backend.items import partition_key
 from chalicelib.backend.resync import resync_partition
 from chalicelib.clock import Clock
-from chalicelib.metadata.repository import ConcurrentChangeError
-from chalicelib.metadata.types import QueueRecord, QueueStatus
+from chalicelib.domain.exceptions import ConcurrentChangeError, StoreError
+from chalicelib.domain.queues import QueueRecord, QueueStatus
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import BackendOf
 from chalicelib.settings import Settings

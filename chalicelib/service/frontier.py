@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from chalicelib.backend.messages import Candidate
 from chalicelib.backend.store import CandidatePage
+from chalicelib.domain.messages import Candidate
 
 HEAD_EVERY_S = 1.0
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
-from chalicelib.backend.messages import AttributeValue
+from chalicelib.domain.messages import AttributeValue
 from chalicelib.service.exceptions import (
     InvalidMessageContentsError,
     InvalidParameterValueError,

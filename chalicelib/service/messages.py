@@ -10,8 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chalicelib.backend.clusters import ClusterStores
-from chalicelib.backend.exceptions import StoreError
-from chalicelib.backend.messages import (
+from chalicelib.backend.store import CandidatePage, VisibilityChange
+from chalicelib.backend.wakeups import Wakeups
+from chalicelib.clock import Clock
+from chalicelib.domain.exceptions import StoreError
+from chalicelib.domain.messages import (
     AttributeValue,
     Candidate,
     CandidateAction,
@@ -22,11 +25,7 @@ from chalicelib.backend.messages import (
     new_claim_token,
     new_message_id,
 )
-from chalicelib.backend.receipts import ReceiptCodec
-from chalicelib.backend.store import CandidatePage, VisibilityChange
-from chalicelib.backend.wakeups import Wakeups
-from chalicelib.clock import Clock
-from chalicelib.metadata.types import QueueRecord, Shard
+from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.service import message_rules as rules
 from chalicelib.service import shards
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
@@ -39,6 +38,7 @@ from chalicelib.service.exceptions import (
     SqsError,
 )
 from chalicelib.service.frontier import Frontier
+from chalicelib.service.receipts import ReceiptCodec
 
 _CLAIM_ROUNDS = 3
 # A shard with nothing visible is skipped by this process's receives until its next hidden

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from chalicelib.clock import Clock
-from chalicelib.metadata.repository import ConcurrentChangeError, QueueRepository
-from chalicelib.metadata.types import (
+from chalicelib.domain.exceptions import ConcurrentChangeError
+from chalicelib.domain.queues import (
     DEFAULT_CLUSTER,
     QueueRecord,
     QueueStatus,
@@ -20,6 +20,7 @@ from chalicelib.metadata.types import (
     queue_id_of,
     shards_to_text,
 )
+from chalicelib.metadata.repository import QueueRepository
 from chalicelib.service import attributes as attrs
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,

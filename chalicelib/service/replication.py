@@ -20,11 +20,11 @@ from typing import Any
 
 from chalicelib import observability
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.backend.exceptions import StoreError
-from chalicelib.backend.messages import Message
 from chalicelib.backend.replica import ReplicaApplier
 from chalicelib.clock import Clock
-from chalicelib.metadata.types import QueueRecord
+from chalicelib.domain.exceptions import StoreError
+from chalicelib.domain.messages import Message
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import BackendOf
 

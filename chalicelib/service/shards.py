@@ -10,7 +10,7 @@ late send lands in a shard nobody reads.
 from __future__ import annotations
 
 from chalicelib.backend.clusters import ClusterStores
-from chalicelib.metadata.types import QueueRecord, Shard
+from chalicelib.domain.queues import QueueRecord, Shard
 
 MAX_SHARDS = 64
 DRAIN_GRACE_MS = 60_000

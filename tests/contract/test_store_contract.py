@@ -11,8 +11,8 @@ from botocore.exceptions import ClientError
 from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.messages import Candidate, Message
 from chalicelib.backend.replica import ReplicaApplier, is_tombstone
+from chalicelib.domain.messages import Candidate, Message
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump
 from tests.contract.conftest import DYNAMODB_LOCAL, MOTO, REGION, Store

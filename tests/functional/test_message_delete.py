@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from chalicelib.aws import Clients
-from chalicelib.backend.messages import MessageRef
-from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.clock import FakeClock
+from chalicelib.domain.messages import MessageRef
+from chalicelib.service.receipts import ReceiptCodec
 
 MESSAGES_TABLE = "dmq-messages"
 

@@ -12,7 +12,8 @@ import pytest
 from chalice.test import Client
 
 from app import runtime
-from chalicelib.metadata.repository import ConcurrentChangeError, QueueRepository
+from chalicelib.domain.exceptions import ConcurrentChangeError
+from chalicelib.metadata.repository import QueueRepository
 from chalicelib.settings import Settings
 
 SURROGATE_ESCAPE = "\\ud800"  # a lone high surrogate, as a JSON escape

@@ -16,9 +16,9 @@ from chalice.test import Client
 from app import runtime
 from chalicelib.aws import Clients
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.backend.messages import Message
 from chalicelib.backend.replica import ReplicaApplier
 from chalicelib.clock import FakeClock
+from chalicelib.domain.messages import Message
 from chalicelib.service.messages import SendRequest
 
 ACCOUNT = "000000000000"

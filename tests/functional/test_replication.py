@@ -18,9 +18,9 @@ from chalice.test import Client
 from app import app, runtime
 from chalicelib import observability
 from chalicelib.aws import Clients
-from chalicelib.backend.exceptions import StoreUnavailableError
 from chalicelib.backend.replica import ReplicaApplier, live_item
 from chalicelib.clock import FakeClock, SystemClock
+from chalicelib.domain.exceptions import StoreUnavailableError
 from chalicelib.service import failover as failover_module
 from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
 from chalicelib.settings import Settings

@@ -14,7 +14,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from chalicelib.backend.exceptions import StoreError
 from chalicelib.backend.replica import (
     SEQ,
     TOMB,
@@ -25,6 +24,7 @@ from chalicelib.backend.replica import (
     live_item,
     padded,
 )
+from chalicelib.domain.exceptions import StoreError
 from dmqlocal.pump import to_lambda_record
 from infra import provision
 

@@ -13,9 +13,9 @@ import pytest
 
 from chalicelib.aws import Clients
 from chalicelib.backend import resync
-from chalicelib.backend.exceptions import StoreError
 from chalicelib.backend.replica import TOMB
 from chalicelib.backend.resync import resync_partition
+from chalicelib.domain.exceptions import StoreError
 from chalicelib.settings import Settings
 from infra import provision
 from tests.functional.test_faults import Faults, every

@@ -15,9 +15,9 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.clock import FakeClock, SystemClock
 from chalicelib.service.messages import HandleEntry, SendRequest
+from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.shards import DRAIN_GRACE_MS
 from chalicelib.settings import Settings
 

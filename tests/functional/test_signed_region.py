@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from app import runtime
-from chalicelib.metadata.types import queue_id_of
+from chalicelib.domain.queues import queue_id_of
 from tests.conftest import sqs_client
 
 ACCOUNT = "000000000000"

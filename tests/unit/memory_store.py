@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chalicelib.backend.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 from chalicelib.backend.store import CandidatePage, VisibilityChange
+from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
 
 class MemoryStore:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.backend.messages import AttributeValue
+from chalicelib.domain.messages import AttributeValue
 from chalicelib.service.checksums import md5_of_attributes, md5_of_body
 
 STRING = {"attribName1": AttributeValue("String", string_value="attribValue 1")}

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.backend.messages import Candidate, CandidateAction, MessageRef, new_message_id
-from chalicelib.backend.receipts import ReceiptCodec
+from chalicelib.domain.messages import Candidate, CandidateAction, MessageRef, new_message_id
 from chalicelib.frontend.context import parse_queue_url, region_from_headers
 from chalicelib.service import attributes
 from chalicelib.service.exceptions import (
@@ -15,6 +14,7 @@ from chalicelib.service.exceptions import (
     ReceiptHandleIsInvalidError,
     UnsupportedOperationError,
 )
+from chalicelib.service.receipts import ReceiptCodec
 from infra import provision
 
 

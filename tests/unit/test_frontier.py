@@ -3,8 +3,8 @@ together THEN each gets candidates no other is claiming, and none is starved."""
 
 from __future__ import annotations
 
-from chalicelib.backend.messages import Candidate
 from chalicelib.backend.store import CandidatePage
+from chalicelib.domain.messages import Candidate
 from chalicelib.service.frontier import HEAD_EVERY_S, Frontier
 
 

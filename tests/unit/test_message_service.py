@@ -8,14 +8,14 @@ from collections.abc import Sequence
 import pytest
 
 from chalicelib.backend.clusters import ClusterStores
-from chalicelib.backend.messages import Candidate, Message
-from chalicelib.backend.receipts import ReceiptCodec
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import FakeClock
-from chalicelib.metadata.types import QueueRecord, Shard
+from chalicelib.domain.messages import Candidate, Message
+from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.service.attributes import with_defaults
 from chalicelib.service.exceptions import ReceiptHandleIsInvalidError
 from chalicelib.service.messages import HandleEntry, MessageService, SendRequest
+from chalicelib.service.receipts import ReceiptCodec
 from tests.unit.memory_store import MemoryStore
 
 

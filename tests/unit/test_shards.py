@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.metadata.types import Shard, shards_from_text, shards_to_text
+from chalicelib.domain.queues import Shard, shards_from_text, shards_to_text
 from chalicelib.service.shards import MAX_SHARDS, resize, split
 
 

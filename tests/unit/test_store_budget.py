@@ -5,8 +5,8 @@ Gateway's 29 s."""
 from __future__ import annotations
 
 from chalicelib.aws import Clients
+from chalicelib.domain.queues import ConnectionBudget
 from chalicelib.metadata.models import model_for
-from chalicelib.metadata.types import ConnectionBudget
 from chalicelib.settings import Settings
 
 API_GATEWAY_LIMIT_S = 29.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.backend.messages import AttributeValue
+from chalicelib.domain.messages import AttributeValue
 from chalicelib.frontend.metering import payload_bytes, queue_of
 from chalicelib.service import message_rules
 from chalicelib.service.exceptions import InvalidMessageContentsError, InvalidParameterValueError

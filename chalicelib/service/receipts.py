@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import json
 
-from chalicelib.backend.messages import MessageRef
+from chalicelib.domain.messages import MessageRef
 from chalicelib.service.exceptions import ReceiptHandleIsInvalidError
 
 _SIG_BYTES = 16
