@@ -76,14 +76,17 @@ def configure(json_logs: bool, emit_metrics: bool, level: str = "INFO") -> None:
 def request_keys(headers: Mapping[str, str], body: bytes | None,
                  default_account: str) -> dict[str, str]:
     """Action, account and queue of an SQS request, read leniently (bad input is the
-    protocol's to reject; here it only leaves a key empty)."""
+    protocol's to reject; here it only leaves a key empty). Only structured logs use
+    them: with those off, nothing is parsed."""
+    if _state.structured is None:
+        return {}
     lowered = {k.lower(): v for k, v in headers.items()}
     target = lowered.get("x-amz-target", "")
     action = target[len(TARGET_PREFIX):] if target.startswith(TARGET_PREFIX) else ""
     account, queue = default_account, ""
     try:
         data = json.loads(body or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict):
         url = data.get("QueueUrl")

@@ -89,3 +89,21 @@ def test_each_log_line_is_printed_once_as_json(sqs: Any,
     sqs.list_queues()
     out = capsys.readouterr().out
     assert out.count("request served") == 1, out
+
+
+@pytest.mark.usefixtures("deployed")
+def test_a_body_nested_too_deep_is_logged_and_refused_not_a_500(
+    dmq: Any, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN structured logs on, which read the request's queue and action for every line
+    body = '{"QueueName": ' + "[" * 5000 + "]" * 5000 + "}"
+    # WHEN a body nested far too deep arrives
+    reply = dmq.http.post("/", headers={"X-Amz-Target": "AmazonSQS.CreateQueue",
+                                        "Content-Type": "application/x-amz-json-1.0"},
+                          body=body.encode())
+    # THEN it is the protocol's SerializationException, and still logged as served
+    assert reply.status_code == 400, reply.body
+    assert json.loads(reply.body)["__type"].endswith("SerializationException")
+    served = [line for line in json_lines(capsys.readouterr().out)
+              if line.get("message") == "request served"]
+    assert [(line["action"], line["status"]) for line in served] == [("CreateQueue", 400)]
