@@ -35,7 +35,7 @@ run: $(STAMP) $(DDBLOCAL)
 	$(PY) -m dmqlocal --host $(HOST) --port $(PORT)
 
 test: $(STAMP) $(DDBLOCAL)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 # The Spark tests and a spark-submit run on Glue 5's Spark 3.5, in a venv of their own.
 SPARK35 := .venv-spark35
