@@ -26,6 +26,7 @@ from chalice.local import LocalGateway, LocalGatewayException, RouteMatcher
 from chalicelib.settings import Settings
 from dmqlocal.http_errors import HttpError, Reply, is_sqs_error, reshaped, sqs_error
 from dmqlocal.http_framing import READ_SIZE, DeadlineSocketIO, read_body
+from dmqlocal.per_thread import serve_from_threads
 
 logger = logging.getLogger("dmq.local")
 # A local-only GET path answered beside the app: () -> (status, headers, body).
@@ -210,6 +211,7 @@ class LocalServer:
     def __init__(self, app: Chalice, host: str = "127.0.0.1", port: int = 9324,
                  routes: dict[str, Route] | None = None,
                  limits: HttpLimits | None = None) -> None:
+        serve_from_threads(app)  # each thread reads its own request, not the last one's
         handler = type("Handler", (_Handler,), {
             "gateway": LocalGateway(app, Config()), "matcher": RouteMatcher(list(app.routes)),
             "routes": dict(routes or {}), "limits": limits or HttpLimits()})

@@ -22,9 +22,12 @@ from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 from dmqlocal.embedded import EmbeddedAws
+from dmqlocal.per_thread import serve_from_threads
 from infra import provision
 
 ENDPOINT = "http://dmq.test"
+# Tests call the app from threads, as the local server does.
+serve_from_threads(app)
 
 
 class _Raw:
