@@ -135,9 +135,8 @@ def replication_lag(target_region: str, lag_ms: int) -> None:
         return
     with single_metric(name="ReplicationLagMs", unit=MetricUnit.Milliseconds, value=lag_ms,
                        namespace=NAMESPACE,
-                       default_dimensions={"service": SERVICE,
-                                           "TargetRegion": target_region}):
-        pass
+                       default_dimensions={"service": SERVICE}) as metric:
+        metric.add_dimension(name="TargetRegion", value=target_region)
 
 
 def flush() -> None:

@@ -89,9 +89,8 @@ class DynamoMessageStore:
                         self._db.put_item(TableName=self.table, Item=item,
                                           ConditionExpression="attribute_not_exists(sk)")
                 except ConditionFailedError:
-                    pass
-                else:
-                    written.append((shard, message))
+                    continue  # the stream already wrote this copy: it stands, uncounted
+                written.append((shard, message))
         finally:
             self._count_puts(queue_id, written)
 
