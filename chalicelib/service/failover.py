@@ -28,6 +28,7 @@ The rules, together:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -69,6 +70,9 @@ class FailoverManager:
         self._adopted_at: dict[str, int] = {}
         self._up_since: int | None = None  # when this region's current watch began
         self._returns_seen = health.returns(region)
+        # Passes can overlap (a scheduled pass that outlasts its interval, or one started
+        # by hand): they run one at a time, so two never resync or forget the same queue.
+        self._passing = threading.Lock()
 
     @property
     def _after_ms(self) -> int:
@@ -76,6 +80,10 @@ class FailoverManager:
 
     def tick(self) -> TickReport:
         """One scheduled pass: beat, then promote or rejoin where needed."""
+        with self._passing:
+            return self._tick()
+
+    def _tick(self) -> TickReport:
         report = TickReport()
         returns = self._health.returns(self.region)
         if not self._health.up(self.region) or returns != self._returns_seen:
@@ -187,7 +195,7 @@ class FailoverManager:
                     logger.warning("resync of %s did not finish: %s", queue_id, exc)
                     continue
                 report.resynced.append(queue_id)
-            del self._adopted_at[queue_id]
+            self._adopted_at.pop(queue_id, None)
         return report
 
     def resync(self, queue: QueueRecord) -> int:

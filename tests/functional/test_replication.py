@@ -357,6 +357,50 @@ def test_a_resync_that_cannot_finish_stays_pending_and_runs_again(
     assert set(_drain(home, url)) == unshipped
 
 
+def test_overlapping_passes_resync_a_queue_once(
+    home: Any, away: Any, pumps: dict[str, StreamPump], clock: FakeClock, settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN an adopted queue due for its resync
+    url = _replicated_queue(home, "overlap-q")
+    _pump(pumps)
+    _send(home, url, 3, "late")
+    assert _fail_over(clock, settings) == [f"{ACCOUNT}/overlap-q"]
+    runtime.health.mark(HOME, up=True)
+    assert runtime.failover(HOME).tick().adopted == [f"{ACCOUNT}/overlap-q"]
+    _pump(pumps)
+    clock.advance(RESYNC_SETTLE_MS / 1000 + 1)
+    runtime.failover(REPLICA).tick()
+    calls: list[int] = []
+    real = failover_module.resync_partition
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        time.sleep(0.3)  # the scheduled pass is still resyncing when a second one starts
+        return real(*args, **kwargs)
+
+    # WHEN two passes overlap (the scheduler's and one started by hand)
+    errors: list[BaseException] = []
+
+    def tick() -> None:
+        try:
+            runtime.failover(HOME).tick()
+        except BaseException as exc:  # noqa: BLE001 - the assertion below reports it
+            errors.append(exc)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(failover_module, "resync_partition", slow)
+        threads = [threading.Thread(target=tick) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    # THEN the queue is resynced once, and neither pass fails
+    assert errors == []
+    assert len(calls) == 1
+    assert runtime.failover(HOME).pending_resyncs() == []
+
+
 def test_two_managers_racing_to_promote_have_exactly_one_winner(
     home: Any, pumps: dict[str, StreamPump], settings: Settings, clock: FakeClock,
 ) -> None:
