@@ -1,0 +1,157 @@
+"""SQS's Query protocol: `Action=...&Version=2012-11-05`, form-encoded or in the query
+string, at `/` or at a queue's URL; answers in XML.
+
+One more adapter beside `json_protocol`: the form is decoded into the JSON protocol's
+parameters (`query_input`), the same action table serves it, and the result or the error
+(mapped by `errors.to_sqs_error`, the one place) is written as XML (`query_output`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from chalicelib.frontend import query_input, query_output
+from chalicelib.frontend.context import (
+    RequestContext,
+    base_url_from_headers,
+    could_be_queue,
+    region_from_headers,
+)
+from chalicelib.frontend.dispatch import dispatch
+from chalicelib.frontend.errors import to_sqs_error
+from chalicelib.frontend.json_protocol import HttpResponse, Meter, meter_request
+from chalicelib.frontend.params import Params
+from chalicelib.frontend.query_model import operation
+from chalicelib.frontend.query_names import QUERY_VERSION
+from chalicelib.frontend.routing import route
+from chalicelib.frontend.services import Services
+from chalicelib.service.exceptions import InvalidActionError, SqsError
+
+CONTENT_TYPE = "text/xml"
+FORM_TYPE = "application/x-www-form-urlencoded"
+# The Query protocol words this error as SQS's Query answers do.
+_QUERY_MESSAGES = {
+    "The specified queue does not exist.":
+        "The specified queue does not exist for this wsdl version.",
+}
+
+
+class MissingActionError(SqsError):
+    """The request names no action."""
+
+    code = "MissingAction"
+
+
+class NoSuchVersionError(SqsError):
+    """The request names an API version SQS does not have."""
+
+    code = "NoSuchVersion"
+
+
+class MalformedQueryStringError(SqsError):
+    """The form or query string is not percent-encoded UTF-8."""
+
+    code = "MalformedQueryString"
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    """What the Query adapter reads of an HTTP request."""
+
+    path: str
+    query: list[tuple[str, str]]
+    headers: Mapping[str, str]
+    body: bytes | None
+
+
+def is_query(method: str, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+    """True when a request speaks Query: a GET, a form body, or an Action parameter
+    (an AWS JSON request carries none of these)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    content_type = lowered.get("content-type", "").split(";")[0].strip().lower()
+    return method == "GET" or content_type == FORM_TYPE or "Action" in query
+
+
+def form_pairs(request: QueryRequest) -> list[tuple[str, str]]:
+    """The body's parameters, then the query string's (the first of a name wins)."""
+    pairs: list[tuple[str, str]] = []
+    if request.body:
+        try:
+            text = request.body.decode("utf-8")
+            pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise MalformedQueryStringError(
+                "The request body is not percent-encoded UTF-8 form data.") from exc
+    return pairs + request.query
+
+
+def queue_url_of_path(base_url: str, path: str) -> str | None:
+    """The queue URL a request reached (`/<account>/<name>`), or None at `/`."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if len(parts) == 2 and could_be_queue(parts[0], parts[1]):
+        return f"{base_url}/{parts[0]}/{parts[1]}"
+    return None
+
+
+def handle(
+    services_for: Callable[[str], Services], request: QueryRequest, meter: Meter | None = None,
+) -> HttpResponse:
+    """Serve one Query request: decode, dispatch, write XML; every failure is an SQS
+    error in XML. Metered as the JSON protocol meters."""
+    request_id = str(uuid.uuid4())
+    lowered = {k.lower(): v for k, v in request.headers.items()}
+    action, params, account = "", Params({}), ""
+    try:
+        pairs = form_pairs(request)
+        action, params = _parse(pairs, base_url_from_headers(lowered), request.path)
+        services = services_for(region_from_headers(lowered, ""))
+        context = RequestContext(
+            account=services.settings.account_id,
+            region=region_from_headers(lowered, services.settings.region),
+            base_url=base_url_from_headers(lowered),
+        )
+        account = context.account
+        result = dispatch(action, route(services_for, services, action, params), context, params)
+        model = operation(action)
+        if model is None:
+            raise InvalidActionError(f"The action {action} is not valid for this endpoint.")
+        body = query_output.response(model, result, request_id)
+    except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
+        meter_request(meter, account, action, params, None)
+        return error_response(to_sqs_error(exc), request_id)
+    meter_request(meter, account, action, params, result)
+    return HttpResponse(200, _headers(request_id), body)
+
+
+def _parse(pairs: list[tuple[str, str]], base_url: str, path: str) -> tuple[str, Params]:
+    """The action and its parameters, the queue URL taken from the path when the form
+    names none."""
+    tree = query_input.form_tree(pairs)
+    action = tree.get("Action")
+    if not isinstance(action, str) or not action:
+        raise MissingActionError("The request must contain the parameter Action.")
+    version = tree.get("Version")
+    if isinstance(version, str) and version != QUERY_VERSION:
+        raise NoSuchVersionError(
+            f"The requested version ({version}) of service AmazonSQS does not exist.")
+    model = operation(action)
+    data = query_input.decode(model.input_shape if model is not None else None, tree)
+    url = queue_url_of_path(base_url, path)
+    if (url is not None and model is not None and model.input_shape is not None
+            and "QueueUrl" in model.input_shape.members and data.get("QueueUrl") is None):
+        data["QueueUrl"] = url
+    return action, Params(data)
+
+
+def _headers(request_id: str) -> dict[str, str]:
+    return {"Content-Type": CONTENT_TYPE, "x-amzn-RequestId": request_id}
+
+
+def error_response(error: SqsError, request_id: str) -> HttpResponse:
+    """An SQS Query error: `<ErrorResponse>` with the legacy code, at the error's status."""
+    message = _QUERY_MESSAGES.get(error.message, error.message)
+    return HttpResponse(error.status, _headers(request_id),
+                        query_output.error(error, message, request_id))
