@@ -47,9 +47,8 @@ class Driver:
         self.sqs.meta.events.register("before-send.sqs", self._record)
 
     def _record(self, request: Any, **kwargs: Any) -> None:
-        self.content_types.add(str(request.headers.get("Content-Type", b""), "ascii")
-                               if isinstance(request.headers.get("Content-Type"), bytes)
-                               else str(request.headers.get("Content-Type")))
+        value = request.headers.get("Content-Type", b"")
+        self.content_types.add(value.decode() if isinstance(value, bytes) else str(value))
 
     def call(self, step: str, action: str, **params: Any) -> dict[str, Any]:
         """Call `action`; keep and return the response, or an error's code and status."""
