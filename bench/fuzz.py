@@ -146,8 +146,9 @@ def _check_error_shape(status: int, headers: dict[str, str], body: bytes, head: 
 
 
 def _check_xml_error(status: int, body: bytes, head: bool) -> None:
-    """The Query protocol's `<ErrorResponse>`: Type, Code and Message in its Error."""
-    if head:
+    """The Query protocol's `<ErrorResponse>`: Type, Code and Message in its Error (or
+    SQS's bare 404 `<UnknownOperationException/>` for a request naming no action)."""
+    if head or (status == 404 and body == b"<UnknownOperationException/>"):
         return
     try:
         root = ET.fromstring(body)

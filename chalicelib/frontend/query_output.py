@@ -52,7 +52,8 @@ def error(err: SqsError, message: str, request_id: str) -> str:
 
 
 def _element(name: str, content: str) -> str:
-    return f"<{name}>{content}</{name}>"
+    """`<name>content</name>`, or `<name/>` when empty (as SQS writes an empty result)."""
+    return f"<{name}>{content}</{name}>" if content else f"<{name}/>"
 
 
 def _members(shape: StructureShape, value: Any) -> str:

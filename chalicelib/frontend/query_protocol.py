@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from botocore.model import OperationModel
+
 from chalicelib.frontend import query_input, query_output
 from chalicelib.frontend.context import (
     RequestContext,
@@ -32,6 +34,8 @@ from chalicelib.service.exceptions import InvalidActionError, SqsError
 
 CONTENT_TYPE = "text/xml"
 FORM_TYPE = "application/x-www-form-urlencoded"
+# Actions of the account, not of a queue: SQS refuses them at a queue's URL.
+ACCOUNT_ACTIONS = frozenset({"CreateQueue", "ListQueues"})
 # The Query protocol words this error as SQS's Query answers do.
 _QUERY_MESSAGES = {
     "The specified queue does not exist.":
@@ -39,10 +43,11 @@ _QUERY_MESSAGES = {
 }
 
 
-class MissingActionError(SqsError):
-    """The request names no action."""
+class UnknownOperationError(SqsError):
+    """The request names no action: SQS answers 404 `<UnknownOperationException/>`."""
 
-    code = "MissingAction"
+    code = "UnknownOperationException"
+    status = 404
 
 
 class NoSuchVersionError(SqsError):
@@ -106,7 +111,7 @@ def handle(
     action, params, account = "", Params({}), ""
     try:
         pairs = form_pairs(request)
-        action, params = _parse(pairs, base_url_from_headers(lowered), request.path)
+        action, model, params = _parse(pairs, base_url_from_headers(lowered), request.path)
         services = services_for(region_from_headers(lowered, ""))
         context = RequestContext(
             account=services.settings.account_id,
@@ -115,9 +120,6 @@ def handle(
         )
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
-        model = operation(action)
-        if model is None:
-            raise InvalidActionError(f"The action {action} is not valid for this endpoint.")
         body = query_output.response(model, result, request_id)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
         meter_request(meter, account, action, params, None)
@@ -126,24 +128,30 @@ def handle(
     return HttpResponse(200, _headers(request_id), body)
 
 
-def _parse(pairs: list[tuple[str, str]], base_url: str, path: str) -> tuple[str, Params]:
-    """The action and its parameters, the queue URL taken from the path when the form
-    names none."""
+def _parse(
+    pairs: list[tuple[str, str]], base_url: str, path: str,
+) -> tuple[str, OperationModel, Params]:
+    """The action, its model and its parameters, the queue URL taken from the path when
+    the form names none. An action SQS does not have, or one of the account's at a
+    queue's URL, is InvalidAction (an action SQS has but DMQ does not serve is refused
+    by the action table, with the same error)."""
     tree = query_input.form_tree(pairs)
     action = tree.get("Action")
     if not isinstance(action, str) or not action:
-        raise MissingActionError("The request must contain the parameter Action.")
+        raise UnknownOperationError("The request names no Action.")
     version = tree.get("Version")
     if isinstance(version, str) and version != QUERY_VERSION:
         raise NoSuchVersionError(
             f"The requested version ({version}) of service AmazonSQS does not exist.")
-    model = operation(action)
-    data = query_input.decode(model.input_shape if model is not None else None, tree)
     url = queue_url_of_path(base_url, path)
-    if (url is not None and model is not None and model.input_shape is not None
+    model = operation(action)
+    if model is None or (url is not None and action in ACCOUNT_ACTIONS):
+        raise InvalidActionError(f"The action {action} is not valid for this endpoint.")
+    data = query_input.decode(model.input_shape, tree)
+    if (url is not None and model.input_shape is not None
             and "QueueUrl" in model.input_shape.members and data.get("QueueUrl") is None):
         data["QueueUrl"] = url
-    return action, Params(data)
+    return action, model, Params(data)
 
 
 def _headers(request_id: str) -> dict[str, str]:
@@ -151,7 +159,10 @@ def _headers(request_id: str) -> dict[str, str]:
 
 
 def error_response(error: SqsError, request_id: str) -> HttpResponse:
-    """An SQS Query error: `<ErrorResponse>` with the legacy code, at the error's status."""
+    """An SQS Query error: `<ErrorResponse>` with the legacy code, at the error's status
+    (a request without an action gets SQS's bare `<UnknownOperationException/>`)."""
+    if isinstance(error, UnknownOperationError):
+        return HttpResponse(error.status, _headers(request_id), "<UnknownOperationException/>")
     message = _QUERY_MESSAGES.get(error.message, error.message)
     return HttpResponse(error.status, _headers(request_id),
                         query_output.error(error, message, request_id))

@@ -208,8 +208,8 @@ def form(**params: str) -> str:
      "The action Frobnicate is not valid for this endpoint."),
     ("GET", "/?Action=Frobnicate&Version=2012-11-05", None, "InvalidAction",
      "The action Frobnicate is not valid for this endpoint."),
-    ("POST", "/", form(QueueName="x"), "MissingAction",
-     "The request must contain the parameter Action."),
+    ("GET", f"/{ACCOUNT}/some-queue?Action=CreateQueue&QueueName=q", None, "InvalidAction",
+     "The action CreateQueue is not valid for this endpoint."),
     ("POST", "/", form(Action="CreateQueue"), "MissingParameter",
      "The request must contain the parameter QueueName."),
     ("POST", "/", form(Action="GetQueueUrl", QueueName="no-such-queue-anywhere"),
@@ -228,6 +228,22 @@ def test_query_errors_are_sqs_xml(dmq_url: str, method: str, path: str, body: st
     assert (got["status"], got["type"], got["code"]) == ("400", "Sender", code)
     if message:
         assert got["message"] == message
+
+
+def test_a_get_without_a_query_is_an_unknown_operation(dmq_url: str, unique_name: Names) -> None:
+    """As SQS answers a bare GET of a queue's URL: 404 `<UnknownOperationException/>`, in
+    XML even when the client asks for JSON."""
+    name = unique_name()
+    status, _, _ = request(dmq_url, "POST", "/", form(Action="CreateQueue", QueueName=name))
+    assert status == 200
+    status, headers, body = request(dmq_url, "GET", f"/{ACCOUNT}/{name}",
+                                    headers={"Accept": "application/json"})
+    assert (status, body) == (404, b"<UnknownOperationException/>")
+    assert headers["content-type"].startswith("text/xml")
+    # AND an action missing a parameter there is MissingParameter, worded as SQS words it
+    got = xml_error(*request(dmq_url, "GET", f"/{ACCOUNT}/{name}?Action=SendMessage"))
+    assert got == {"status": "400", "type": "Sender", "code": "MissingParameter",
+                   "message": "The request must contain the parameter MessageBody."}
 
 
 def test_batch_limits_are_sqs_xml(dmq_url: str, unique_name: Names) -> None:

@@ -143,7 +143,6 @@ def test_signature_and_unknown_parameters_are_ignored(dmq: Client) -> None:
 
 @pytest.mark.parametrize(("params", "code", "message"), [
     ({"Action": "Frob"}, "InvalidAction", "The action Frob is not valid for this endpoint."),
-    ({}, "MissingAction", "The request must contain the parameter Action."),
     ({"Action": "DeleteMessage", "QueueUrl": f"http://dmq.test/{ACCOUNT}/q"},
      "MissingParameter", "The request must contain the parameter ReceiptHandle."),
     ({"Action": "GetQueueUrl", "QueueName": "absent"},
@@ -177,6 +176,42 @@ def test_errors_are_sqs_xml_with_legacy_codes(
     assert (kind, got_code) == ("Sender", code), got_message
     if message is not None:
         assert got_message == message
+
+
+@pytest.mark.parametrize("path", ["/", f"/{ACCOUNT}/q"])
+def test_a_request_without_an_action_is_an_unknown_operation(dmq: Client, path: str) -> None:
+    """SQS answers a request naming no action, such as a bare GET of a queue's URL, with
+    404 and a bare `<UnknownOperationException/>`."""
+    create(dmq, "q")
+    for result in (dmq.http.get(path, headers={"Host": "dmq.test"}),
+                   dmq.http.post(path, headers=FORM, body="QueueName=q")):
+        assert result.status_code == 404
+        assert result.headers["Content-Type"] == "text/xml"
+        assert result.body == b"<UnknownOperationException/>"
+
+
+@pytest.mark.parametrize("action", ["CreateQueue", "ListQueues"])
+def test_account_actions_are_invalid_at_a_queue_url(dmq: Client, action: str) -> None:
+    create(dmq, "q")
+    status, _, root = get(dmq, f"/{ACCOUNT}/q", Action=action, QueueName="other")
+    assert status == 400
+    assert error_of(root) == ("Sender", "InvalidAction",
+                              f"The action {action} is not valid for this endpoint.")
+
+
+def test_get_queue_url_works_at_another_queues_url(dmq: Client) -> None:
+    create(dmq, "first")
+    second = create(dmq, "second")
+    status, _, root = get(dmq, f"/{ACCOUNT}/first", Action="GetQueueUrl", QueueName="second")
+    assert status == 200
+    assert root.findtext(f"{NS}GetQueueUrlResult/{NS}QueueUrl") == second
+
+
+def test_an_empty_receive_is_an_empty_result_element(dmq: Client) -> None:
+    create(dmq, "empty")
+    result = dmq.http.get(f"/{ACCOUNT}/empty?Action=ReceiveMessage", headers={"Host": "dmq.test"})
+    assert result.status_code == 200
+    assert b"<ReceiveMessageResult/>" in result.body
 
 
 def test_a_body_that_is_not_utf8_is_a_malformed_query_string(dmq: Client) -> None:
