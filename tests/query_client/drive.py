@@ -20,7 +20,8 @@ from typing import Any
 import botocore
 import botocore.session
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 BODY = "Query \u00e9t\u00e9 \U0001F600 <tag> & \"quotes\"\r\nsecond line\ttab"
 BINARY = bytes(range(256))
@@ -61,6 +62,10 @@ class Driver:
             out = {"error": error.get("Code"), "message": error.get("Message"),
                    "type": error.get("Type"), "exception": type(exc).__name__,
                    "status": exc.response["ResponseMetadata"]["HTTPStatusCode"]}
+            self.steps[step] = out
+            return out
+        except (BotoCoreError, ResponseParserError) as exc:  # an answer it could not read
+            out = {"error": "Unreadable", "message": str(exc)[:500], "status": None}
             self.steps[step] = out
             return out
         response.pop("ResponseMetadata", None)
