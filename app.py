@@ -50,12 +50,14 @@ def _serve_sqs(path: str) -> Response:
     keys = observability.request_keys(request.headers, body, runtime.settings.account_id)
     query = request.query_params
     pairs = [(k, v) for k in query for v in query.getlist(k)] if query else []
+    is_query = query_protocol.is_query(request.method, request.headers, dict(pairs))
+    query_request = query_protocol.QueryRequest(path, pairs, dict(request.headers), body)
+    if is_query and keys:  # structured logs are on: name the Query request's action
+        keys = query_protocol.log_keys(query_request, runtime.settings.account_id)
     with observability.request_scope({**keys, "request_id": _request_id()}):
-        if query_protocol.is_query(request.method, request.headers, dict(pairs)):
-            result = query_protocol.handle(
-                runtime.services_for_request,
-                query_protocol.QueryRequest(path, pairs, dict(request.headers), body),
-                runtime.meter())
+        if is_query:
+            result = query_protocol.handle(runtime.services_for_request, query_request,
+                                           runtime.meter())
         else:
             result = json_protocol.handle(runtime.services_for_request, dict(request.headers),
                                           body, runtime.meter())

@@ -93,6 +93,20 @@ def form_pairs(request: QueryRequest) -> list[tuple[str, str]]:
     return pairs + request.query
 
 
+def log_keys(request: QueryRequest, default_account: str) -> dict[str, str]:
+    """Action, account and queue of a Query request for the request log, read leniently
+    (bad input is `handle`'s to reject; here it only leaves a key empty)."""
+    text = (request.body or b"").decode("utf-8", "replace")
+    form: dict[str, str] = {}
+    for key, value in parse_qsl(text, keep_blank_values=True) + request.query:
+        form.setdefault(key, value)
+    url = form.get("QueueUrl") or request.path
+    parts = [p for p in url.split("?", 1)[0].split("/") if p]
+    account, queue = (parts[-2], parts[-1]) if len(parts) >= 2 else (
+        default_account, form.get("QueueName", ""))
+    return {"action": form.get("Action", ""), "account": account, "queue": queue}
+
+
 def queue_url_of_path(base_url: str, path: str) -> str | None:
     """The queue URL a request reached (`/<account>/<name>`), or None at `/`."""
     parts = [p for p in path.split("?", 1)[0].split("/") if p]
