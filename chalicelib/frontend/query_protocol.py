@@ -75,15 +75,19 @@ class QueryRequest:
 def is_query(method: str, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
     """True when a request speaks Query: a GET, a form body, or an Action parameter
     (an AWS JSON request carries none of these)."""
+    return method == "GET" or _content_type(headers) == FORM_TYPE or "Action" in query
+
+
+def _content_type(headers: Mapping[str, str]) -> str:
     lowered = {k.lower(): v for k, v in headers.items()}
-    content_type = lowered.get("content-type", "").split(";")[0].strip().lower()
-    return method == "GET" or content_type == FORM_TYPE or "Action" in query
+    return lowered.get("content-type", "").split(";")[0].strip().lower()
 
 
 def form_pairs(request: QueryRequest) -> list[tuple[str, str]]:
-    """The body's parameters, then the query string's (the first of a name wins)."""
+    """The body's parameters (when it is a form), then the query string's (the first of
+    a name wins)."""
     pairs: list[tuple[str, str]] = []
-    if request.body:
+    if request.body and _content_type(request.headers) in (FORM_TYPE, ""):
         try:
             text = request.body.decode("utf-8")
             pairs = parse_qsl(text, keep_blank_values=True, errors="strict")

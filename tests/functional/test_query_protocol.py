@@ -220,6 +220,16 @@ def test_a_body_that_is_not_utf8_is_a_malformed_query_string(dmq: Client) -> Non
     assert error_of(ET.fromstring(result.body))[:2] == ("Sender", "MalformedQueryString")
 
 
+def test_a_query_string_action_with_a_json_body_reads_only_the_query_string(
+    dmq: Client,
+) -> None:
+    result = dmq.http.post("/?Action=ListQueues&Version=2012-11-05",
+                           headers={"Content-Type": "application/json", "Host": "dmq.test"},
+                           body=b'{"QueueNamePrefix": "\xff"}')
+    assert result.status_code == 200
+    assert ET.fromstring(result.body).tag == f"{NS}ListQueuesResponse"
+
+
 def test_an_unknown_version_is_refused(dmq: Client) -> None:
     result = dmq.http.post("/", headers=FORM, body="Action=ListQueues&Version=2011-10-01")
     assert result.status_code == 400
