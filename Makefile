@@ -13,7 +13,7 @@ CHAOS_ARGS ?=
 
 ARGS ?=
 
-.PHONY: admin run test dynamodb-local test-spark35 lint typecheck bench soak fuzz failover-demo audit audit-bench chaos venv clean
+.PHONY: admin run test query-client dynamodb-local test-spark35 lint typecheck bench soak fuzz failover-demo audit audit-bench chaos venv clean
 
 $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,17 @@ dynamodb-local: $(DDBLOCAL)
 run: $(STAMP) $(DDBLOCAL)
 	$(PY) -m dmqlocal --host $(HOST) --port $(PORT)
 
-test: $(STAMP) $(DDBLOCAL)
+# An SQS client that speaks the Query protocol (botocore 1.29), in a venv of its own: the
+# Query e2e test drives the local server with it.
+QUERY_VENV := .venv-query
+$(QUERY_VENV)/.installed: requirements-query.txt
+	test -x $(QUERY_VENV)/bin/python || $(PYTHON) -m venv $(QUERY_VENV)
+	$(QUERY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-query.txt
+	touch $@
+
+query-client: $(QUERY_VENV)/.installed
+
+test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed
 	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 # The Spark tests and a spark-submit run on Glue 5's Spark 3.5, in a venv of their own.
@@ -89,4 +99,4 @@ failover-demo: $(STAMP)
 	$(PY) -m dmqlocal.failover_demo --mode $(MODE)
 
 clean:
-	rm -rf $(VENV) $(SPARK35) .tools .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SPARK35) $(QUERY_VENV) .tools .pytest_cache .mypy_cache .ruff_cache

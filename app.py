@@ -9,7 +9,7 @@ from chalice.app import CloudWatchEvent, DynamoDBEvent
 
 from chalicelib import observability
 from chalicelib.backend import maintenance
-from chalicelib.frontend import admin, json_protocol
+from chalicelib.frontend import admin, json_protocol, query_protocol
 from chalicelib.frontend import admin_regions as admin_regions_api
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.runtime import Runtime
@@ -29,17 +29,38 @@ SQS_CONTENT_TYPES = [
 ]
 
 
-@app.route("/", methods=["POST"], content_types=SQS_CONTENT_TYPES)
+@app.route("/", methods=["POST", "GET"], content_types=SQS_CONTENT_TYPES)
 @observability.flushed
 def sqs() -> Response:
-    """Every SQS action, in the AWS JSON 1.0 protocol."""
+    """Every SQS action, in the AWS JSON 1.0 protocol or the Query protocol."""
+    return _serve_sqs("/")
+
+
+@app.route("/{account}/{name}", methods=["POST", "GET"], content_types=SQS_CONTENT_TYPES)
+@observability.flushed
+def sqs_queue(account: str, name: str) -> Response:
+    """SQS actions sent to a queue's URL (the Query protocol's way of naming the queue)."""
+    return _serve_sqs(f"/{account}/{name}")
+
+
+def _serve_sqs(path: str) -> Response:
     request = app.current_request
     assert request is not None
     body = request.raw_body if isinstance(request.raw_body, bytes) else None
     keys = observability.request_keys(request.headers, body, runtime.settings.account_id)
+    query = request.query_params
+    pairs = [(k, v) for k in query for v in query.getlist(k)] if query else []
+    is_query = query_protocol.is_query(request.method, request.headers, dict(pairs))
+    query_request = query_protocol.QueryRequest(path, pairs, dict(request.headers), body)
+    if is_query and keys:  # structured logs are on: name the Query request's action
+        keys = query_protocol.log_keys(query_request, runtime.settings.account_id)
     with observability.request_scope({**keys, "request_id": _request_id()}):
-        result = json_protocol.handle(runtime.services_for_request, dict(request.headers), body,
-                                      runtime.meter())
+        if is_query:
+            result = query_protocol.handle(runtime.services_for_request, query_request,
+                                           runtime.meter())
+        else:
+            result = json_protocol.handle(runtime.services_for_request, dict(request.headers),
+                                          body, runtime.meter())
         observability.request_served(result.status, result.headers.get("x-amzn-RequestId", ""))
     headers: dict[str, str | list[str]] = dict(result.headers)
     return Response(body=result.body, status_code=result.status, headers=headers)

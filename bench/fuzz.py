@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,8 @@ from bench.servers import ROOT, Server, free_port
 
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3}) [^\r\n]*")
 QUERY_ERROR = re.compile(r"[A-Za-z0-9.]+;(Sender|Receiver)")
+XML_TYPE = "text/xml"
+XML_NS = "{http://queue.amazonaws.com/doc/2012-11-05/}"
 RECV_TIMEOUT_S = 30.0
 
 
@@ -123,6 +126,9 @@ def _check_answer(status: int, headers: dict[str, str], rest: bytes, head: bool)
 
 
 def _check_error_shape(status: int, headers: dict[str, str], body: bytes, head: bool) -> None:
+    if headers.get("content-type") == XML_TYPE:  # a Query request's error (a GET, a form)
+        _check_xml_error(status, body, head)
+        return
     if headers.get("content-type") != CONTENT_TYPE:
         raise BadResponse(f"status {status} with content type {headers.get('content-type')}")
     if not QUERY_ERROR.fullmatch(headers.get("x-amzn-query-error", "")):
@@ -137,6 +143,24 @@ def _check_error_shape(status: int, headers: dict[str, str], body: bytes, head: 
     if not (isinstance(error, dict) and isinstance(error.get("__type"), str)
             and isinstance(error.get("message"), str)):
         raise BadResponse(f"status {status}: not the SQS error shape: {body[:300]!r}")
+
+
+def _check_xml_error(status: int, body: bytes, head: bool) -> None:
+    """The Query protocol's `<ErrorResponse>`: Type, Code and Message in its Error (or
+    SQS's bare 404 `<UnknownOperationException/>` for a request naming no action)."""
+    if head or (status == 404 and body == b"<UnknownOperationException/>"):
+        return
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise BadResponse(f"status {status}: the error body is not XML: {body[:300]!r}") \
+            from exc
+    error = root.find(f"{XML_NS}Error")
+    if (root.tag != f"{XML_NS}ErrorResponse" or error is None
+            or error.findtext(f"{XML_NS}Type") not in ("Sender", "Receiver")
+            or not error.findtext(f"{XML_NS}Code")
+            or error.find(f"{XML_NS}Message") is None):
+        raise BadResponse(f"status {status}: not the SQS XML error shape: {body[:300]!r}")
 
 
 def run_case(host: str, port: int, case: Case) -> tuple[list[str], str | None]:

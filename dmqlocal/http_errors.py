@@ -60,8 +60,11 @@ def sqs_error(status: int, message: str, code: str | None = None) -> Reply:
 
 
 def is_sqs_error(headers: Mapping[str, Any]) -> bool:
-    """True when the response already carries the SQS error shape."""
-    return any(k.lower() == "x-amzn-query-error" for k in headers)
+    """True when the response already carries an SQS error shape: the JSON protocol's
+    (with its legacy code header) or the Query protocol's XML `<ErrorResponse>`."""
+    return any(k.lower() == "x-amzn-query-error"
+               or (k.lower() == "content-type" and str(v).startswith("text/xml"))
+               for k, v in headers.items())
 
 
 def reshaped(status: int, headers: Mapping[str, Any], payload: bytes) -> Reply:

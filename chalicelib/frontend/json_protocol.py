@@ -86,13 +86,15 @@ def handle(
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
-        _meter(meter, account, action, params, None)
+        meter_request(meter, account, action, params, None)
         return error_response(to_sqs_error(exc), request_id)
-    _meter(meter, account, action, params, result)
+    meter_request(meter, account, action, params, result)
     return HttpResponse(200, _headers(request_id), json.dumps(result))
 
 
-def _meter(meter: Meter | None, caller: str, action: str, params: Params, result: Any) -> None:
+def meter_request(
+    meter: Meter | None, caller: str, action: str, params: Params, result: Any,
+) -> None:
     """Meter a served request; a metering fault is logged, never the request's error."""
     if meter is None or not action:
         return

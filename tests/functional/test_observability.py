@@ -65,6 +65,22 @@ def test_a_request_log_line_carries_its_id_account_queue_and_action(
 
 
 @pytest.mark.usefixtures("deployed")
+def test_a_query_request_log_line_names_its_action_and_queue(
+    sqs: Any, dmq: Any, capsys: pytest.CaptureFixture[str],
+) -> None:
+    sqs.create_queue(QueueName="traced-query")
+    capsys.readouterr()
+    result = dmq.http.post("/000000000000/traced-query", body="Action=SendMessage&MessageBody=x",
+                           headers={"Content-Type": "application/x-www-form-urlencoded",
+                                    "Host": "dmq.test"})
+    assert result.status_code == 200
+    served = [line for line in json_lines(capsys.readouterr().out)
+              if line.get("message") == "request served"]
+    assert [(line["action"], line["account"], line["queue"], line["status"])
+            for line in served] == [("SendMessage", "000000000000", "traced-query", 200)]
+
+
+@pytest.mark.usefixtures("deployed")
 def test_each_request_flushes_its_metrics_as_emf(
     sqs: Any, capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -1,0 +1,186 @@
+"""SQS's Query protocol: `Action=...&Version=2012-11-05`, form-encoded or in the query
+string, at `/` or at a queue's URL; answers in XML.
+
+One more adapter beside `json_protocol`: the form is decoded into the JSON protocol's
+parameters (`query_input`), the same action table serves it, and the result or the error
+(mapped by `errors.to_sqs_error`, the one place) is written as XML (`query_output`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from botocore.model import OperationModel
+
+from chalicelib.frontend import query_input, query_output
+from chalicelib.frontend.context import (
+    RequestContext,
+    base_url_from_headers,
+    could_be_queue,
+    region_from_headers,
+)
+from chalicelib.frontend.dispatch import dispatch
+from chalicelib.frontend.errors import to_sqs_error
+from chalicelib.frontend.json_protocol import HttpResponse, Meter, meter_request
+from chalicelib.frontend.params import Params
+from chalicelib.frontend.query_model import operation
+from chalicelib.frontend.query_names import QUERY_VERSION
+from chalicelib.frontend.routing import route
+from chalicelib.frontend.services import Services
+from chalicelib.service.exceptions import InvalidActionError, SqsError
+
+CONTENT_TYPE = "text/xml"
+FORM_TYPE = "application/x-www-form-urlencoded"
+# Actions of the account, not of a queue: SQS refuses them at a queue's URL.
+ACCOUNT_ACTIONS = frozenset({"CreateQueue", "ListQueues"})
+# The Query protocol words this error as SQS's Query answers do.
+_QUERY_MESSAGES = {
+    "The specified queue does not exist.":
+        "The specified queue does not exist for this wsdl version.",
+}
+
+
+class UnknownOperationError(SqsError):
+    """The request names no action: SQS answers 404 `<UnknownOperationException/>`."""
+
+    code = "UnknownOperationException"
+    status = 404
+
+
+class NoSuchVersionError(SqsError):
+    """The request names an API version SQS does not have."""
+
+    code = "NoSuchVersion"
+
+
+class MalformedQueryStringError(SqsError):
+    """The form or query string is not percent-encoded UTF-8."""
+
+    code = "MalformedQueryString"
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    """What the Query adapter reads of an HTTP request."""
+
+    path: str
+    query: list[tuple[str, str]]
+    headers: Mapping[str, str]
+    body: bytes | None
+
+
+def is_query(method: str, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+    """True when a request speaks Query: a GET, a form body, or an Action parameter
+    (an AWS JSON request carries none of these)."""
+    return method == "GET" or _content_type(headers) == FORM_TYPE or "Action" in query
+
+
+def _content_type(headers: Mapping[str, str]) -> str:
+    lowered = {k.lower(): v for k, v in headers.items()}
+    return lowered.get("content-type", "").split(";")[0].strip().lower()
+
+
+def form_pairs(request: QueryRequest) -> list[tuple[str, str]]:
+    """The body's parameters (when it is a form), then the query string's (the first of
+    a name wins)."""
+    pairs: list[tuple[str, str]] = []
+    if request.body and _content_type(request.headers) in (FORM_TYPE, ""):
+        try:
+            text = request.body.decode("utf-8")
+            pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise MalformedQueryStringError(
+                "The request body is not percent-encoded UTF-8 form data.") from exc
+    return pairs + request.query
+
+
+def log_keys(request: QueryRequest, default_account: str) -> dict[str, str]:
+    """Action, account and queue of a Query request for the request log, read leniently
+    (bad input is `handle`'s to reject; here it only leaves a key empty)."""
+    text = (request.body or b"").decode("utf-8", "replace")
+    form: dict[str, str] = {}
+    for key, value in parse_qsl(text, keep_blank_values=True) + request.query:
+        form.setdefault(key, value)
+    url = form.get("QueueUrl") or request.path
+    parts = [p for p in url.split("?", 1)[0].split("/") if p]
+    account, queue = (parts[-2], parts[-1]) if len(parts) >= 2 else (
+        default_account, form.get("QueueName", ""))
+    return {"action": form.get("Action", ""), "account": account, "queue": queue}
+
+
+def queue_url_of_path(base_url: str, path: str) -> str | None:
+    """The queue URL a request reached (`/<account>/<name>`), or None at `/`."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if len(parts) == 2 and could_be_queue(parts[0], parts[1]):
+        return f"{base_url}/{parts[0]}/{parts[1]}"
+    return None
+
+
+def handle(
+    services_for: Callable[[str], Services], request: QueryRequest, meter: Meter | None = None,
+) -> HttpResponse:
+    """Serve one Query request: decode, dispatch, write XML; every failure is an SQS
+    error in XML. Metered as the JSON protocol meters."""
+    request_id = str(uuid.uuid4())
+    lowered = {k.lower(): v for k, v in request.headers.items()}
+    action, params, account = "", Params({}), ""
+    try:
+        pairs = form_pairs(request)
+        action, model, params = _parse(pairs, base_url_from_headers(lowered), request.path)
+        services = services_for(region_from_headers(lowered, ""))
+        context = RequestContext(
+            account=services.settings.account_id,
+            region=region_from_headers(lowered, services.settings.region),
+            base_url=base_url_from_headers(lowered),
+        )
+        account = context.account
+        result = dispatch(action, route(services_for, services, action, params), context, params)
+        body = query_output.response(model, result, request_id)
+    except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
+        meter_request(meter, account, action, params, None)
+        return error_response(to_sqs_error(exc), request_id)
+    meter_request(meter, account, action, params, result)
+    return HttpResponse(200, _headers(request_id), body)
+
+
+def _parse(
+    pairs: list[tuple[str, str]], base_url: str, path: str,
+) -> tuple[str, OperationModel, Params]:
+    """The action, its model and its parameters, the queue URL taken from the path when
+    the form names none. An action SQS does not have, or one of the account's at a
+    queue's URL, is InvalidAction (an action SQS has but DMQ does not serve is refused
+    by the action table, with the same error)."""
+    tree = query_input.form_tree(pairs)
+    action = tree.get("Action")
+    if not isinstance(action, str) or not action:
+        raise UnknownOperationError("The request names no Action.")
+    version = tree.get("Version")
+    if isinstance(version, str) and version != QUERY_VERSION:
+        raise NoSuchVersionError(
+            f"The requested version ({version}) of service AmazonSQS does not exist.")
+    url = queue_url_of_path(base_url, path)
+    model = operation(action)
+    if model is None or (url is not None and action in ACCOUNT_ACTIONS):
+        raise InvalidActionError(f"The action {action} is not valid for this endpoint.")
+    data = query_input.decode(model.input_shape, tree)
+    if (url is not None and model.input_shape is not None
+            and "QueueUrl" in model.input_shape.members and data.get("QueueUrl") is None):
+        data["QueueUrl"] = url
+    return action, model, Params(data)
+
+
+def _headers(request_id: str) -> dict[str, str]:
+    return {"Content-Type": CONTENT_TYPE, "x-amzn-RequestId": request_id}
+
+
+def error_response(error: SqsError, request_id: str) -> HttpResponse:
+    """An SQS Query error: `<ErrorResponse>` with the legacy code, at the error's status
+    (a request without an action gets SQS's bare `<UnknownOperationException/>`)."""
+    if isinstance(error, UnknownOperationError):
+        return HttpResponse(error.status, _headers(request_id), "<UnknownOperationException/>")
+    message = _QUERY_MESSAGES.get(error.message, error.message)
+    return HttpResponse(error.status, _headers(request_id),
+                        query_output.error(error, message, request_id))
