@@ -131,9 +131,10 @@ class BatchRequestTooLongError(SqsError):
 
 
 class OverLimitError(SqsError):
-    """A per-queue limit (tags, in-flight messages) would be exceeded."""
+    """A per-queue limit (permissions, in-flight messages) would be exceeded."""
 
     code = "OverLimit"
+    status = 403
 
 
 class UnsupportedOperationError(SqsError):
