@@ -72,7 +72,11 @@ def _document(policy_text: str, queue_arn: str) -> dict[str, Any]:
     """The stored policy (already validated when set), or SQS's default empty one."""
     if policy_text:
         document: dict[str, Any] = json.loads(policy_text)
-        document["Statement"] = statements(document)
+        raw = document.get("Statement")
+        # A policy stored before policies were validated may hold anything here: only its
+        # statement objects are kept.
+        kept = statements(document) if isinstance(raw, dict | list) else []
+        document["Statement"] = [st for st in kept if isinstance(st, dict)]
         return document
     return {"Version": POLICY_VERSION, "Id": f"{queue_arn}/SQSDefaultPolicy", "Statement": []}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -357,3 +358,17 @@ def test_valid_policies(policy: dict[str, Any]) -> None:
 def test_invalid_policies(policy: Any) -> None:
     with pytest.raises(PolicyError):
         check_policy(policy)
+
+
+def test_permissions_edit_a_policy_stored_before_validation() -> None:
+    # A Policy an older DMQ stored only had to be a JSON object
+    from chalicelib.service.permissions import with_permission, without_permission
+
+    arn = "arn:aws:sqs:us-east-1:111122223333:q"
+    added = json.loads(with_permission('{"Statement": "odd"}', arn, "l", ["444455556666"],
+                                       ["SendMessage"]))
+    assert [s["Sid"] for s in added["Statement"]] == ["l"]
+    mixed = json.dumps({"Statement": [1, {"Sid": "keep", "Effect": "Allow"}]})
+    assert json.loads(without_permission(
+        with_permission(mixed, arn, "l", ["444455556666"], ["*"]), arn, "l"))["Statement"] == [
+        {"Sid": "keep", "Effect": "Allow"}]
