@@ -103,6 +103,7 @@ def test_over_received_message_moves_to_the_dead_letter_queue(setup) -> None:
     moved = service.receive(dlq, 1, None, 0)
     assert moved[0].message.message_id == sent.message_id
     assert moved[0].message.body == "poison"
+    assert moved[0].message.dead_letter_source_arn == src.arn
 
 
 def test_receive_reads_no_more_items_than_it_returns_without_contention(setup) -> None:
