@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from functools import lru_cache
 from typing import Any
 
 ContextValue = str | int | float | bool | Sequence[str]
@@ -143,18 +142,27 @@ def check_policy(policy: Any) -> None:
 
 
 # -- matching ------------------------------------------------------------------------------
-@lru_cache(maxsize=1024)
-def _wildcard(pattern: str, ignore_case: bool) -> re.Pattern[str]:
-    """`*` matches any run of characters, `?` any one character; nothing else is special."""
-    body = "".join(
-        ".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern
-    )
-    return re.compile(body, re.DOTALL | (re.IGNORECASE if ignore_case else 0))
-
-
 def like(pattern: str, value: str, ignore_case: bool = False) -> bool:
-    """Wildcard match of a whole value."""
-    return _wildcard(pattern, ignore_case).fullmatch(value) is not None
+    """Wildcard match of a whole value: `*` matches any run of characters, `?` any one
+    character, nothing else is special. Greedy with one backtrack point, so the time is
+    bounded by len(pattern) * len(value) whatever the pattern (no regex backtracking)."""
+    if ignore_case:
+        pattern, value = pattern.lower(), value.lower()
+    p = v = 0
+    star, mark = -1, 0
+    while v < len(value):
+        if p < len(pattern) and pattern[p] in ("?", value[v]) and pattern[p] != "*":
+            p, v = p + 1, v + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, mark, p = p, v, p + 1
+        elif star >= 0:
+            mark += 1
+            p, v = star + 1, mark
+        else:
+            return False
+    while p < len(pattern) and pattern[p] == "*":
+        p += 1
+    return p == len(pattern)
 
 
 def _action_matches(pattern: str, action: str) -> bool:

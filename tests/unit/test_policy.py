@@ -372,3 +372,13 @@ def test_permissions_edit_a_policy_stored_before_validation() -> None:
     assert json.loads(without_permission(
         with_permission(mixed, arn, "l", ["444455556666"], ["*"]), arn, "l"))["Statement"] == [
         {"Sid": "keep", "Effect": "Allow"}]
+
+
+@pytest.mark.parametrize(("pattern", "value", "expected"), [
+    ("", "", True), ("", "a", False), ("*", "", True), ("**", "abc", True),
+    ("a*", "a", True), ("*a", "ba", True), ("*a", "ab", False), ("a?c", "abc", True),
+    ("a?c", "ac", False), ("a*b*c", "axxbyyc", True), ("a*b*c", "axxbyy", False),
+    ("*?", "", False), ("?*", "x", True), ("a*a*a*a*a*a*a*a*b", "a" * 200, False),
+])
+def test_wildcard_matching(pattern: str, value: str, expected: bool) -> None:
+    assert like(pattern, value) is expected
