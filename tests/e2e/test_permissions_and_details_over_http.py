@@ -103,3 +103,34 @@ def test_a_dead_lettered_message_names_its_source_queue(sqs: Any, unique_name: N
     (message,) = moved["Messages"]
     assert message["Body"] == "poison"
     assert message["Attributes"] == {"DeadLetterQueueSourceArn": _arn(sqs, source)}
+
+
+def test_an_older_receipt_handle_acts_on_the_redelivered_message(
+    sqs: Any, unique_name: Names,
+) -> None:
+    # GIVEN a message received twice: first with VisibilityTimeout=0, then for 60 s
+    url = sqs.create_queue(QueueName=unique_name())["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="twice")
+    (first,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=5)[
+        "Messages"]
+    (second,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=60, WaitTimeSeconds=5)[
+        "Messages"]
+    assert second["MessageId"] == first["MessageId"]
+    assert second["ReceiptHandle"] != first["ReceiptHandle"]
+    # WHEN the first handle ends the current receive's visibility THEN it is visible again
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"],
+                                  VisibilityTimeout=0)
+    (third,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=60, WaitTimeSeconds=5)[
+        "Messages"]
+    # WHEN the first handle deletes it THEN it is gone, and the latest handle still succeeds
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=third["ReceiptHandle"])
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    assert attributes == {"ApproximateNumberOfMessages": "0",
+                          "ApproximateNumberOfMessagesNotVisible": "0"}
+    # AND a garbled handle is refused in SQS's words
+    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid) as caught:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle="garbled")
+    assert caught.value.response["Error"]["Message"] == (
+        'The input receipt handle "garbled" is not a valid receipt handle.')
