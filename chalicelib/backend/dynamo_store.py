@@ -195,7 +195,7 @@ class DynamoMessageStore:
 
     def move(
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
-        target_shard: int, target_retention_ms: int, now_ms: int,
+        target_shard: int, target_retention_ms: int, now_ms: int, source_arn: str | None = None,
     ) -> bool:
         """TransactWriteItems: delete at the source (if unchanged) and put at the target,
         moving one message from the source shard's count to the target's."""
@@ -206,7 +206,8 @@ class DynamoMessageStore:
             return False
         source = items.from_item(found["Item"])
         moved = self._copy_objects(
-            source.moved_to_dead_letters(now_ms, target_retention_ms), target_queue_id)
+            source.moved_to_dead_letters(now_ms, target_retention_ms, source_arn),
+            target_queue_id)
         target_item = items.to_item(target_queue_id, target_shard, moved)
         if moved.body_key:
             target_item["body_size"] = found["Item"].get("body_size", {"N": "0"})
@@ -253,7 +254,7 @@ class DynamoMessageStore:
         for start in range(0, len(ops), _EXPIRY_CHUNK):
             self._conditional(ops[start:start + _EXPIRY_CHUNK], counted=True)
 
-    def delete_claimed(self, refs: Sequence[MessageRef]) -> None:
+    def delete_claimed(self, refs: Sequence[MessageRef], any_claim: bool = False) -> None:
         """Conditional deletes on the claim token, batched in one transaction per pass.
 
         Two handles of one message (a stale one and the latest) go in separate passes:
@@ -262,7 +263,8 @@ class DynamoMessageStore:
         """
         unique = list(dict.fromkeys(refs))
         for group in _distinct_passes(unique):
-            self._conditional([_delete_op(self.table, unique[i]) for i in group], counted=True)
+            self._conditional([_delete_op(self.table, unique[i], any_claim) for i in group],
+                              counted=True)
 
     def change_visibility(
         self, changes: Sequence[VisibilityChange], now_ms: int
@@ -276,7 +278,7 @@ class DynamoMessageStore:
             ops = [_visibility_op(self.table, changes[i], now_ms) for i in group]
             for position, old in self._conditional(ops).items():
                 index = group[position]
-                outcomes[index] = _visibility_outcome(old, changes[index].ref)
+                outcomes[index] = _visibility_outcome(old, changes[index])
         return outcomes
 
     def _conditional(
@@ -424,28 +426,35 @@ def _distinct_passes(refs: Sequence[MessageRef]) -> list[list[int]]:
     return passes
 
 
-def _delete_op(table: str, ref: MessageRef) -> dict[str, Any]:
-    return {"Delete": {"TableName": table,
-                       "Key": items.key(ref.queue_id, ref.shard, ref.message_id),
+def _delete_op(table: str, ref: MessageRef, any_claim: bool = False) -> dict[str, Any]:
+    key = items.key(ref.queue_id, ref.shard, ref.message_id)
+    if any_claim:  # the message, if it is still there (the count moves only then)
+        return {"Delete": {"TableName": table, "Key": key,
+                           "ConditionExpression": "attribute_exists(sk)"}}
+    return {"Delete": {"TableName": table, "Key": key,
                        "ConditionExpression": "claim = :tok",
                        "ExpressionAttributeValues": {":tok": {"S": ref.claim_token}}}}
 
 
 def _visibility_op(table: str, change: VisibilityChange, now_ms: int) -> dict[str, Any]:
     ref = change.ref
+    values = {":vis": {"N": str(change.visible_at)}, ":now": {"N": str(now_ms)}}
+    if change.any_claim:
+        condition = "attribute_exists(sk) AND visible_at > :now"
+    else:
+        condition = "claim = :tok AND visible_at > :now"
+        values[":tok"] = {"S": ref.claim_token}
     return {"Update": {"TableName": table,
                        "Key": items.key(ref.queue_id, ref.shard, ref.message_id),
                        "UpdateExpression": "SET visible_at = :vis",
-                       "ConditionExpression": "claim = :tok AND visible_at > :now",
-                       "ExpressionAttributeValues": {
-                           ":vis": {"N": str(change.visible_at)},
-                           ":tok": {"S": ref.claim_token},
-                           ":now": {"N": str(now_ms)},
-                       },
+                       "ConditionExpression": condition,
+                       "ExpressionAttributeValues": values,
                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
 
 
-def _visibility_outcome(old: Item | None, ref: MessageRef) -> VisibilityOutcome:
-    if not old or old.get("claim", {}).get("S") != ref.claim_token:
+def _visibility_outcome(old: Item | None, change: VisibilityChange) -> VisibilityOutcome:
+    if not old:
+        return VisibilityOutcome.NOT_FOUND
+    if not change.any_claim and old.get("claim", {}).get("S") != change.ref.claim_token:
         return VisibilityOutcome.NOT_FOUND
     return VisibilityOutcome.NOT_IN_FLIGHT

@@ -20,10 +20,15 @@ class CandidatePage:
 
 @dataclass(frozen=True)
 class VisibilityChange:
-    """A request to move a claimed message's `visible_at`."""
+    """A request to move a claimed message's `visible_at`.
+
+    `any_claim`: the change applies to the message while it is in flight under any claim
+    (an older receipt handle of a standard queue's message acts on its current receive, as
+    in SQS); otherwise only under the claim of `ref`."""
 
     ref: MessageRef
     visible_at: int
+    any_claim: bool = False
 
 
 class MessageStore(Protocol):
@@ -64,17 +69,22 @@ class MessageStore(Protocol):
 
     def move(
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
-        target_shard: int, target_retention_ms: int, now_ms: int,
+        target_shard: int, target_retention_ms: int, now_ms: int, source_arn: str | None = None,
     ) -> bool:
-        """Atomically move a candidate to another queue (dead letters); False on a lost race."""
+        """Atomically move a candidate to another queue (dead letters); False on a lost race.
+
+        `source_arn` is recorded on the moved message as its DeadLetterQueueSourceArn."""
         ...
 
     def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
         """Remove messages whose retention has passed."""
         ...
 
-    def delete_claimed(self, refs: Sequence[MessageRef]) -> None:
-        """Delete messages still held by these claims; stale claims delete nothing."""
+    def delete_claimed(self, refs: Sequence[MessageRef], any_claim: bool = False) -> None:
+        """Delete messages still held by these claims; stale claims delete nothing.
+
+        With `any_claim`, a message is deleted whatever claim it is under now (the
+        handles of a standard queue's message all delete it, as in SQS)."""
         ...
 
     def change_visibility(

@@ -16,19 +16,24 @@ from chalicelib.service.exceptions import InvalidParameterValueError
 from chalicelib.service.messages import EntryFailure, HandleEntry, Received, SendRequest
 
 Response = dict[str, Any]
+# The message system attributes ReceiveMessage can return (botocore's
+# MessageSystemAttributeName). SequenceNumber, MessageDeduplicationId and MessageGroupId
+# are those of FIFO queues: a message without them leaves them out.
 SYSTEM_NAMES = (
     "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
-    "AWSTraceHeader",
+    "SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
 )
 
 
-def _send_request(p: Params, entry_id: str = "") -> SendRequest:
+def _send_request(p: Params, entry_id: str = "", trace_header: str | None = None) -> SendRequest:
     return SendRequest(
         entry_id=entry_id,
         body=p.optional_str("MessageBody"),
         delay_seconds=p.optional_int("DelaySeconds"),
         attributes=p.message_attributes("MessageAttributes"),
         system_attributes=p.message_attributes("MessageSystemAttributes"),
+        trace_header=trace_header,
     )
 
 
@@ -46,7 +51,7 @@ def send_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     queue = queue_of(svc, p)
     if p.raw("MessageBody") is None:
         p.required_str("MessageBody")
-    return _sent(svc.messages.send(queue, _send_request(p)))
+    return _sent(svc.messages.send(queue, _send_request(p, trace_header=ctx.trace_header)))
 
 
 def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
@@ -54,7 +59,7 @@ def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Respons
     queue = queue_of(svc, p)
     entries = batch_entries(p, "SendMessageBatchRequestEntry")
     sent, failures = svc.messages.send_batch(
-        queue, [_send_request(e, e.required_str("Id")) for e in entries]
+        queue, [_send_request(e, e.required_str("Id"), ctx.trace_header) for e in entries]
     )
     return {
         "Successful": [{"Id": entry_id, **_sent(m)} for entry_id, m in sent],
@@ -63,11 +68,14 @@ def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Respons
 
 
 def _bounded(p: Params, name: str, low: int, high: int) -> int | None:
+    """A ReceiveMessage number in its range, refused in SQS's words (which differ by name)."""
     value = p.optional_int(name)
     if value is not None and not low <= value <= high:
+        bounds = (f"between {low} and {high}" if name == "MaxNumberOfMessages"
+                  else f">= {low} and <= {high}")
         raise InvalidParameterValueError(
-            f"Value {value} for parameter {name} is invalid. Reason: Must be between {low} "
-            f"and {high}, if provided."
+            f"Value {value} for parameter {name} is invalid. Reason: Must be {bounds}, if "
+            "provided."
         )
     return value
 
@@ -81,12 +89,15 @@ def receive_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     received = svc.messages.receive(queue, max_messages, visibility, wait)
     if not received:
         return {}
-    system = set(p.str_list("AttributeNames")) | set(p.str_list("MessageSystemAttributeNames"))
+    # MessageSystemAttributeNames replaces the older AttributeNames: when both are given,
+    # the newer one decides.
+    system = set(p.str_list("MessageSystemAttributeNames") or p.str_list("AttributeNames"))
     wanted = p.str_list("MessageAttributeNames")
     return {"Messages": [_received(r, system, wanted) for r in received]}
 
 
 def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
+    """The system attributes asked for (`All`: every one the message has)."""
     values = {
         "SenderId": message.sender_id,
         "SentTimestamp": str(message.sent_ms),
@@ -96,9 +107,10 @@ def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
     trace = message.system_attributes.get("AWSTraceHeader")
     if trace is not None and trace.string_value:
         values["AWSTraceHeader"] = trace.string_value
-    if "All" in names:
-        return values
-    return {k: v for k, v in values.items() if k in names}
+    if message.dead_letter_source_arn:
+        values["DeadLetterQueueSourceArn"] = message.dead_letter_source_arn
+    every = "All" in names
+    return {k: values[k] for k in SYSTEM_NAMES if k in values and (every or k in names)}
 
 
 def _selected(message: Message, wanted: list[str]) -> dict[str, AttributeValue]:

@@ -98,6 +98,23 @@ def set_queue_attributes(svc: Services, ctx: RequestContext, p: Params) -> Respo
     return {}
 
 
+def add_permission(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """AddPermission."""
+    queue = queue_of(svc, p)
+    label = p.required_str("Label")
+    if p.raw("AWSAccountIds") is None:
+        p.required_str("AWSAccountIds")
+    svc.queues.add_permission(queue, label, p.str_list("AWSAccountIds"), p.str_list("Actions"))
+    return {}
+
+
+def remove_permission(svc: Services, ctx: RequestContext, p: Params) -> Response:
+    """RemovePermission."""
+    queue = queue_of(svc, p)
+    svc.queues.remove_permission(queue, p.required_str("Label"))
+    return {}
+
+
 def tag_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """TagQueue."""
     queue = queue_of(svc, p)

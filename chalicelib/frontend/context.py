@@ -24,6 +24,8 @@ class RequestContext:
     account: str
     region: str
     base_url: str
+    # The X-Ray trace header (X-Amzn-Trace-Id) the request came with, if any.
+    trace_header: str | None = None
 
     def queue_url(self, account: str, name: str) -> str:
         """`<scheme>://<host>/<account>/<name>`."""
@@ -46,6 +48,12 @@ def check_signed_region(region: str, served: Collection[str]) -> None:
             f"Credential should be scoped to a valid region, not '{region}'. This DMQ "
             f"serves {', '.join(served)} (DMQ_REGIONS)."
         )
+
+
+def trace_header_from_headers(headers: Mapping[str, str]) -> str | None:
+    """The X-Amzn-Trace-Id header (headers given with lower-case names), if non-empty."""
+    value = headers.get("x-amzn-trace-id", "").strip()
+    return value or None
 
 
 def base_url_from_headers(headers: Mapping[str, str]) -> str:

@@ -26,6 +26,8 @@ ACTIONS: dict[str, Action] = {
     "UntagQueue": q.untag_queue,
     "ListQueueTags": q.list_queue_tags,
     "ListDeadLetterSourceQueues": q.list_dead_letter_source_queues,
+    "AddPermission": q.add_permission,
+    "RemovePermission": q.remove_permission,
     "SendMessage": m.send_message,
     "SendMessageBatch": m.send_message_batch,
     "ReceiveMessage": m.receive_message,

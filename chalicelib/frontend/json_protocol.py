@@ -13,6 +13,7 @@ from chalicelib.frontend.context import (
     RequestContext,
     base_url_from_headers,
     region_from_headers,
+    trace_header_from_headers,
 )
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
@@ -82,6 +83,7 @@ def handle(
             account=services.settings.account_id,
             region=region_from_headers(lowered, services.settings.region),
             base_url=base_url_from_headers(lowered),
+            trace_header=trace_header_from_headers(lowered),
         )
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)

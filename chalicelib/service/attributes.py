@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
+from chalicelib.domain.policy import PolicyError, check_policy
 from chalicelib.domain.queues import parse_queue_arn
 from chalicelib.service.exceptions import (
     InvalidAttributeNameError,
@@ -104,8 +105,13 @@ def _load_json_object(name: str, value: str) -> dict[str, object]:
 
 
 def _check_policy(name: str, value: str) -> str:
+    """An access policy: JSON with a Version SQS knows and well-formed statements."""
     if value:
-        _load_json_object(name, value)
+        document = _load_json_object(name, value)
+        try:
+            check_policy(document)
+        except PolicyError as exc:
+            raise _invalid(name, str(exc)) from exc
     return value
 
 

@@ -89,10 +89,11 @@ class InvalidMessageContentsError(SqsError):
 
 
 class PurgeQueueInProgressError(SqsError):
-    """The queue was purged less than 60 seconds ago."""
+    """The queue was purged less than 60 seconds ago (HTTP 403, as SQS answers it)."""
 
     code = "PurgeQueueInProgress"
     query_code = "AWS.SimpleQueueService.PurgeQueueInProgress"
+    status = 403
 
 
 class TooManyEntriesInBatchRequestError(SqsError):
@@ -131,9 +132,10 @@ class BatchRequestTooLongError(SqsError):
 
 
 class OverLimitError(SqsError):
-    """A per-queue limit (tags, in-flight messages) would be exceeded."""
+    """A per-queue limit (permissions, in-flight messages) would be exceeded."""
 
     code = "OverLimit"
+    status = 403
 
 
 class UnsupportedOperationError(SqsError):

@@ -15,9 +15,11 @@ from chalicelib.service.exceptions import (
 from chalicelib.service.text import has_invalid_characters, utf8_length
 
 MAX_ATTRIBUTES = 10
-_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,256}\Z")
+_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_\-.]+\Z")
+MAX_NAME_BYTES = 256
 _BASE_TYPES = ("String", "Number", "Binary")
-SYSTEM_ATTRIBUTE_NAMES = frozenset({"AWSTraceHeader"})
+TRACE_HEADER = "AWSTraceHeader"
+SYSTEM_ATTRIBUTE_NAMES = frozenset({TRACE_HEADER})
 
 
 def check_body(body: str | None) -> str:
@@ -38,19 +40,23 @@ def check_characters(text: str) -> None:
 
 
 def _check_name(name: str) -> None:
-    lower = name.lower()
-    if (
-        not _ATTRIBUTE_NAME.match(name)
-        or lower.startswith(("aws.", "amazon."))
-        or name.startswith(".")
-        or name.endswith(".")
-        or ".." in name
-    ):
-        raise InvalidParameterValueError(
-            f"Message (user) attribute name '{name}' is invalid. Names can contain "
-            "alphanumeric characters, hyphens, underscores and periods, up to 256 characters, "
-            "must not start or end with a period, hold two periods in a row, or start with "
-            "'AWS.' or 'Amazon.'."
+    """Names as SQS checks them, each rule with SQS's own wording."""
+    invalid = InvalidParameterValueError
+    if name == "":
+        raise invalid("The request must contain non-empty message (user) attribute names.")
+    if utf8_length(name) > MAX_NAME_BYTES:
+        raise invalid("Message (user) attribute names must be shorter than 256 Bytes")
+    if name.lower().startswith(("aws.", "amazon.")) or name.startswith(".") or name.endswith("."):
+        raise invalid(
+            "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These "
+            "strings are reserved for internal use. Additionally, they cannot start or end "
+            "with '.'."
+        )
+    if not _ATTRIBUTE_NAME.match(name) or ".." in name:
+        # SQS's wording, "upper and lower score" and the trailing space included
+        raise invalid(
+            "Message (user) attributes name can only contain upper and lower score characters, "
+            "digits, periods, hyphens and underscores. "
         )
 
 

@@ -59,6 +59,9 @@ class SendRequest:
     delay_seconds: int | None = None
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
     system_attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    # The X-Amzn-Trace-Id header of the request: the AWSTraceHeader of a message that
+    # does not carry its own.
+    trace_header: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,9 @@ class MessageService:
         delay = request.delay_seconds
         if delay is None:
             delay = queue.attribute_int("DelaySeconds")
+        system = dict(request.system_attributes)
+        if request.trace_header and rules.TRACE_HEADER not in system:
+            system[rules.TRACE_HEADER] = AttributeValue("String", request.trace_header)
         return Message(
             message_id=new_message_id(now),
             body=body,
@@ -151,7 +157,8 @@ class MessageService:
             sender_id=queue.account,
             attributes=dict(request.attributes),
             attributes_md5=md5_of_attributes(request.attributes),
-            system_attributes=dict(request.system_attributes),
+            system_attributes=system,
+            # the digest of what the client sent, as the SDKs check it
             system_attributes_md5=md5_of_attributes(request.system_attributes),
         )
 
@@ -423,7 +430,7 @@ class MessageService:
             target_shard = random.choice(same)
             self._stores.of(placed.cluster).move(
                 queue.queue_id, placed.id, candidate, target.queue_id, target_shard.id,
-                retention_ms, now,
+                retention_ms, now, source_arn=queue.arn,
             )
         else:
             target_shard = random.choice(target.active_shards)
@@ -441,7 +448,7 @@ class MessageService:
         message = source.claim(queue.queue_id, placed.id, candidate, now + 30_000, token, now)
         if message is None:
             return
-        moved = message.moved_to_dead_letters(now, retention_ms)
+        moved = message.moved_to_dead_letters(now, retention_ms, queue.arn)
         if self._stores.of(target_shard.cluster).put_messages(
             target.queue_id, [(target_shard.id, moved)]
         ):
@@ -459,37 +466,47 @@ class MessageService:
     def delete(
         self, queue: QueueRecord, entries: Sequence[HandleEntry]
     ) -> tuple[list[str], list[EntryFailure]]:
-        """DeleteMessage(Batch): stale handles succeed and delete nothing, as in SQS."""
+        """DeleteMessage(Batch). Any handle DMQ issued for a message deletes it, an older
+        one of a redelivered message included (SQS's observed behaviour for standard
+        queues); a handle of a message already gone succeeds and deletes nothing."""
         refs, failures = self._decode(queue, entries)
         for cluster, group in _by_cluster(queue, [ref for _, ref in refs]).items():
-            self._stores.of(cluster).delete_claimed(group)
+            self._stores.of(cluster).delete_claimed(group, any_claim=True)
         return [entry_id for entry_id, _ in refs], failures
 
     def change_visibility(
         self, queue: QueueRecord, entries: Sequence[HandleEntry]
     ) -> tuple[list[str], list[EntryFailure]]:
-        """ChangeMessageVisibility(Batch) for messages still in flight under this claim."""
+        """ChangeMessageVisibility(Batch) for messages still in flight (under any receive)."""
         valid: list[HandleEntry] = []
         failures: list[EntryFailure] = []
         for entry in entries:
             if 0 <= entry.visibility_timeout <= 43_200:
                 valid.append(entry)
             else:
+                reason = ("Total VisibilityTimeout for the message is beyond the limit [43200 "
+                          "seconds]" if entry.visibility_timeout > 43_200
+                          else "Must be >= 0 and <= 43200.")
                 failures.append(EntryFailure.of(entry.entry_id, InvalidParameterValueError(
                     f"Value {entry.visibility_timeout} for parameter VisibilityTimeout is "
-                    "invalid. Reason: Must be between 0 and 43200 seconds."
+                    f"invalid. Reason: {reason}"
                 )))
         refs, bad = self._decode(queue, valid)
         now = self._clock.now_ms()
         timeouts = {e.entry_id: e.visibility_timeout for e in valid}
-        changes = [VisibilityChange(ref, now + timeouts[eid] * 1000) for eid, ref in refs]
+        handles = {e.entry_id: e.receipt_handle for e in valid}
+        # An older handle of a message in flight under a newer receive changes that
+        # receive's visibility, as SQS does for standard queues.
+        changes = [VisibilityChange(ref, now + timeouts[eid] * 1000, any_claim=True)
+                   for eid, ref in refs]
         outcomes = self._change_visibility(queue, changes, now)
         done: list[str] = []
         for (entry_id, _ref), outcome in zip(refs, outcomes, strict=True):
             if outcome is VisibilityOutcome.CHANGED:
                 done.append(entry_id)
             else:
-                failures.append(EntryFailure.of(entry_id, _visibility_error(outcome)))
+                failures.append(EntryFailure.of(entry_id, _visibility_error(
+                    outcome, handles[entry_id])))
         return done, failures + bad
 
     def _change_visibility(
@@ -569,12 +586,12 @@ def _by_cluster(queue: QueueRecord, refs: list[MessageRef]) -> dict[str, list[Me
     return grouped
 
 
-def _visibility_error(outcome: VisibilityOutcome) -> SqsError:
+def _visibility_error(outcome: VisibilityOutcome, handle: str) -> SqsError:
     if outcome is VisibilityOutcome.NOT_IN_FLIGHT:
         return MessageNotInflightError(
             "Message does not exist or is not available for visibility timeout change."
         )
     return InvalidParameterValueError(
-        "Value for parameter ReceiptHandle is invalid. Reason: Message does not exist or is "
-        "not available for visibility timeout change."
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not "
+        "exist or is not available for visibility timeout change."
     )

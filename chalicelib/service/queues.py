@@ -22,6 +22,7 @@ from chalicelib.domain.queues import (
 )
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.service import attributes as attrs
+from chalicelib.service import permissions
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
     InvalidParameterValueError,
@@ -350,6 +351,34 @@ class QueueService:
                 raise QueueDoesNotExistError()
             current = fresh
         raise _contended(queue.queue_id)
+
+    # -- permissions -----------------------------------------------------------------------
+    def add_permission(
+        self, queue: QueueRecord, label: str, account_ids: Sequence[str], actions: Sequence[str]
+    ) -> None:
+        """AddPermission: a statement labelled `label` joins the queue's Policy."""
+        permissions.check_label(label)
+        permissions.check_grant(account_ids, actions)
+        self._edit_policy(queue, lambda q: permissions.with_permission(
+            q.attributes.get("Policy", ""), q.arn, label, account_ids, actions))
+
+    def remove_permission(self, queue: QueueRecord, label: str) -> None:
+        """RemovePermission: the statement labelled `label` leaves the queue's Policy."""
+        self._edit_policy(queue, lambda q: permissions.without_permission(
+            q.attributes.get("Policy", ""), q.arn, label))
+
+    def _edit_policy(self, queue: QueueRecord, edit: Callable[[QueueRecord], str]) -> None:
+        """Apply a Policy edit to the current record (again after a concurrent write)."""
+        now = self._clock.now_ms()
+
+        def edited(current: QueueRecord) -> QueueRecord:
+            policy = edit(current)
+            changed = {k: v for k, v in current.attributes.items() if k != "Policy"}
+            if policy:
+                changed["Policy"] = policy
+            return current.with_changes(attributes=changed, modified_ms=now)
+
+        self._update(queue, edited)
 
     # -- tags --------------------------------------------------------------------------------
     def tag(self, queue: QueueRecord, tags: Mapping[str, str]) -> None:

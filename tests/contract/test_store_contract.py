@@ -12,7 +12,8 @@ from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.replica import ReplicaApplier, is_tombstone
-from chalicelib.domain.messages import Candidate, Message
+from chalicelib.backend.store import VisibilityChange
+from chalicelib.domain.messages import Candidate, Message, MessageRef, VisibilityOutcome
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump
 from tests.contract.conftest import DYNAMODB_LOCAL, MOTO, REGION, Store
@@ -274,3 +275,35 @@ def test_a_dead_letter_move_that_lost_its_race_returns_false_and_changes_nothing
     assert messages.peek("a/dlq", 0, 10) == []
     (kept,) = messages.peek("a/src", 0, 10)
     assert (kept.claim_token, kept.visible_at) == ("winner", 5000)
+
+
+@pytest.mark.parametrize("twin", ["store", "memory"])
+def test_any_claim_deletes_and_changes_a_message_under_a_newer_claim(
+    store: Store, tmp_path: Path, twin: str,
+) -> None:
+    # GIVEN a message claimed twice: "old" first, then "new"
+    messages: Any = _dynamo_store(store, tmp_path) if twin == "store" else MemoryStore()
+    messages.put_messages("a/q", [(0, Message("m1", "b", "md5", sent_ms=1, visible_at=100,
+                                              expires_ms=10**13))])
+    assert messages.claim("a/q", 0, Candidate(0, "m1", 100, 10**13, 0), 150, "old", 100)
+    assert messages.claim("a/q", 0, Candidate(0, "m1", 150, 10**13, 1), 5000, "new", 200)
+    old = MessageRef("a/q", 0, "m1", "old")
+    # WHEN the old claim changes the visibility: only with any_claim does it act
+    assert messages.change_visibility([VisibilityChange(old, 9000)], 300) == [
+        VisibilityOutcome.NOT_FOUND]
+    assert messages.change_visibility([VisibilityChange(old, 9000, any_claim=True)], 300) == [
+        VisibilityOutcome.CHANGED]
+    (kept,) = messages.peek("a/q", 0, 10)
+    assert (kept.claim_token, kept.visible_at) == ("new", 9000)
+    # AND once visible again, a change under any claim is not in flight
+    assert messages.change_visibility([VisibilityChange(old, 20_000, any_claim=True)],
+                                      9500) == [VisibilityOutcome.NOT_IN_FLIGHT]
+    # WHEN the old claim deletes: a stale claim deletes nothing, any_claim deletes it
+    messages.delete_claimed([old])
+    assert len(messages.peek("a/q", 0, 10)) == 1
+    messages.delete_claimed([old], any_claim=True)
+    assert messages.peek("a/q", 0, 10) == []
+    # AND a change for a message that is gone is not found, a second delete is harmless
+    assert messages.change_visibility([VisibilityChange(old, 20_000, any_claim=True)],
+                                      9500) == [VisibilityOutcome.NOT_FOUND]
+    messages.delete_claimed([old], any_claim=True)

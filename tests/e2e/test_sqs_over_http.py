@@ -73,13 +73,16 @@ def counts(sqs: Any, url: str) -> tuple[int, int, int]:
             int(attributes["ApproximateNumberOfMessagesDelayed"]))
 
 
-def expect_error(call: Callable[[], Any], exception: type[Exception]) -> ClientError:
-    """Run a call that must fail with `exception` and an HTTP 400; return the error."""
+def expect_error(
+    call: Callable[[], Any], exception: type[Exception], status: int = 400,
+) -> ClientError:
+    """Run a call that must fail with `exception` and an HTTP 400 (or `status`); return
+    the error."""
     with pytest.raises(exception) as caught:
         call()
     error = caught.value
     assert isinstance(error, ClientError)
-    assert error.response["ResponseMetadata"]["HTTPStatusCode"] == 400, error.response
+    assert error.response["ResponseMetadata"]["HTTPStatusCode"] == status, error.response
     return error
 
 
@@ -308,7 +311,8 @@ def test_purge_then_delete_queue(sqs: Any, unique_name: Names) -> None:
     sqs.purge_queue(QueueUrl=url)
     assert counts(sqs, url) == (0, 0, 0)
     assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
-    expect_error(lambda: sqs.purge_queue(QueueUrl=url), sqs.exceptions.PurgeQueueInProgress)
+    expect_error(lambda: sqs.purge_queue(QueueUrl=url), sqs.exceptions.PurgeQueueInProgress,
+                 status=403)
 
     sqs.delete_queue(QueueUrl=url)
     expect_error(lambda: sqs.get_queue_url(QueueName=name), sqs.exceptions.QueueDoesNotExist)

@@ -146,8 +146,14 @@ def test_dead_letters_move_across_clusters(sqs: Any, dmq: Client, clock: FakeClo
     assert len(sqs.receive_message(QueueUrl=source)["Messages"]) == 1
     clock.advance(2)
     assert sqs.receive_message(QueueUrl=source).get("Messages") is None
-    moved = sqs.receive_message(QueueUrl=dlq_url)["Messages"]
+    moved = sqs.receive_message(QueueUrl=dlq_url,
+                                MessageSystemAttributeNames=["DeadLetterQueueSourceArn"])[
+        "Messages"]
     assert [m["Body"] for m in moved] == ["poison"]
+    # the move across clusters records the source queue as the one-transaction move does
+    source_arn = sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    assert moved[0]["Attributes"] == {"DeadLetterQueueSourceArn": source_arn}
 
 
 @pytest.mark.usefixtures("tables")

@@ -60,12 +60,6 @@ def _received(sqs: Any, url: str, names: list[str]) -> dict[str, Any]:
     return dict(message)
 
 
-def _error_code(sqs: Any, url: str, attributes: dict[str, dict[str, Any]]) -> str:
-    with pytest.raises(sqs.exceptions.ClientError) as caught:
-        _send(sqs, url, attributes)
-    return str(caught.value.response["Error"]["Code"])
-
-
 # -- digests and round trip ----------------------------------------------------------------------
 
 
@@ -182,20 +176,43 @@ def test_ten_attributes_are_accepted_and_eleven_rejected(sqs: Any) -> None:
     assert _send(sqs, url, ten)["MD5OfMessageAttributes"] == expected_md5(ten)
     # WHEN eleven are sent THEN InvalidParameterValue
     eleven = {**ten, "a10": {"DataType": "Number", "StringValue": "10"}}
-    assert _error_code(sqs, url, eleven) == "InvalidParameterValue"
+    assert _error(sqs, url, eleven) == (
+        "InvalidParameterValue",
+        "Number of message attributes [11] exceeds the allowed maximum [10].")
+
+
+RESERVED = (
+    "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These strings "
+    "are reserved for internal use. Additionally, they cannot start or end with '.'."
+)
+CHARACTERS = (
+    "Message (user) attributes name can only contain upper and lower score characters, digits, "
+    "periods, hyphens and underscores. "
+)
+
+
+def _error(sqs: Any, url: str, attributes: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        _send(sqs, url, attributes)
+    return caught.value.response["Error"]["Code"], caught.value.response["Error"]["Message"]
 
 
 @pytest.mark.parametrize(
-    "name",
-    ["AWS.reserved", "aws.lower", "Amazon.reserved", "AMAZON.upper", ".lead", "trail.", "a..b",
-     "with space", "slash/name", "newline\n", "x" * 257],
+    ("name", "message"),
+    [("AWS.reserved", RESERVED), ("aws.lower", RESERVED), ("Amazon.reserved", RESERVED),
+     ("AMAZON.upper", RESERVED), (".lead", RESERVED), ("trail.", RESERVED),
+     ("a..b", CHARACTERS), ("with space", CHARACTERS), ("slash/name", CHARACTERS),
+     ("newline\n", CHARACTERS),
+     ("", "The request must contain non-empty message (user) attribute names."),
+     ("x" * 257, "Message (user) attribute names must be shorter than 256 Bytes")],
 )
-def test_invalid_attribute_names_are_rejected(sqs: Any, name: str) -> None:
+def test_invalid_attribute_names_are_rejected(sqs: Any, name: str, message: str) -> None:
     # GIVEN a queue
     url = _queue(sqs)
-    # WHEN an attribute with a forbidden name is sent THEN InvalidParameterValue
+    # WHEN an attribute with a forbidden name is sent THEN InvalidParameterValue, worded as
+    # SQS words it
     attributes = {name: {"DataType": "String", "StringValue": "v"}}
-    assert _error_code(sqs, url, attributes) == "InvalidParameterValue"
+    assert _error(sqs, url, attributes) == ("InvalidParameterValue", message)
 
 
 @pytest.mark.parametrize("name", ["a", "Under_score-Hyphen.dot", "AWSish", "x" * 256])
@@ -207,22 +224,33 @@ def test_valid_attribute_names_are_accepted(sqs: Any, name: str) -> None:
     assert set(_received(sqs, url, ["All"])["MessageAttributes"]) == {name}
 
 
+TYPES = ("The type of message (user) attribute 'attr' is invalid. You must use only the "
+         "following supported type prefixes: Binary, Number, String.")
+
+
 @pytest.mark.parametrize(
-    "value",
+    ("value", "message"),
     [
-        {"DataType": "Text", "StringValue": "v"},
-        {"DataType": "Stringy", "StringValue": "v"},
-        {"DataType": "String", "StringValue": ""},
-        {"DataType": "Number", "StringValue": "twelve"},
-        {"DataType": "Number", "StringValue": "1e200"},
-        {"DataType": "Binary", "BinaryValue": b""},
+        ({"DataType": "Text", "StringValue": "v"}, TYPES),
+        ({"DataType": "Stringy", "StringValue": "v"}, TYPES),
+        ({"DataType": "String", "StringValue": ""},
+         "Message (user) attribute 'attr' must contain a non-empty value of type 'String'."),
+        ({"DataType": "Number", "StringValue": "twelve"},
+         "Can't cast the value of message (user) attribute 'attr' to a number."),
+        ({"DataType": "Number", "StringValue": "1e200"},
+         "Value of message (user) attribute 'attr' is out of range: numbers hold up to 38 "
+         "significant digits, from -10^128 to 10^126."),
+        ({"DataType": "Binary", "BinaryValue": b""},
+         "Message (user) attribute 'attr' must contain a non-empty value of type 'Binary'."),
     ],
 )
-def test_invalid_attribute_types_and_values_are_rejected(sqs: Any, value: dict[str, Any]) -> None:
+def test_invalid_attribute_types_and_values_are_rejected(
+    sqs: Any, value: dict[str, Any], message: str,
+) -> None:
     # GIVEN a queue
     url = _queue(sqs)
     # WHEN an attribute with a bad type or value is sent THEN InvalidParameterValue
-    assert _error_code(sqs, url, {"attr": value}) == "InvalidParameterValue"
+    assert _error(sqs, url, {"attr": value}) == ("InvalidParameterValue", message)
 
 
 @pytest.mark.parametrize("body", ["nul\x00", "bell\x07", "\ufffe", "\uffff", "lone\ud800"])
@@ -230,8 +258,11 @@ def test_invalid_body_characters_are_invalid_message_contents(sqs: Any, body: st
     # GIVEN a queue
     url = _queue(sqs)
     # WHEN a body holds a character outside SQS's allowed set THEN InvalidMessageContents
-    with pytest.raises(sqs.exceptions.InvalidMessageContents):
+    with pytest.raises(sqs.exceptions.InvalidMessageContents) as caught:
         sqs.send_message(QueueUrl=url, MessageBody=body)
+    assert caught.value.response["Error"]["Message"] == (
+        "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
+        "#xE000 to #xFFFD | #x10000 to #x10FFFF")
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
 
 

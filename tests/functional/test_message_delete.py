@@ -61,20 +61,37 @@ def test_deleting_twice_with_the_same_handle_succeeds(sqs: Any) -> None:
     assert response["ResponseMetadata"]["HTTPStatusCode"] == 200
 
 
-def test_stale_handle_deletes_nothing_and_succeeds(
+def test_an_older_handle_of_a_redelivered_message_deletes_it(
     sqs: Any, clock: FakeClock, aws: Clients
 ) -> None:
-    # GIVEN a message received twice: the first handle is stale
+    # GIVEN a message received twice: the first handle is the older one
     url = _queue(sqs, VisibilityTimeout="10")
     first = _in_flight(sqs, url)
     clock.advance(10)
     second = _receive_one(sqs, url)
     assert second["MessageId"] == first["MessageId"]
-    # WHEN it is deleted with the stale handle THEN the call succeeds but nothing is deleted
+    # WHEN it is deleted with the older handle THEN the call succeeds and, as SQS does for
+    # standard queues ("older receipt handles might succeed"), the message is gone
     sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
-    assert first["MessageId"] in _stored_ids(aws)
+    assert first["MessageId"] not in _stored_ids(aws)
     clock.advance(10)
-    assert _receive_one(sqs, url)["MessageId"] == first["MessageId"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    # AND the latest handle then succeeds and deletes nothing more
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
+
+
+def test_an_older_handle_deletes_a_message_visible_again(
+    sqs: Any, clock: FakeClock, aws: Clients
+) -> None:
+    # GIVEN a message whose visibility timeout ended after two receives
+    url = _queue(sqs, VisibilityTimeout="10")
+    first = _in_flight(sqs, url)
+    clock.advance(10)
+    _receive_one(sqs, url)
+    clock.advance(10)
+    # WHEN the first handle deletes it THEN it is gone
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    assert first["MessageId"] not in _stored_ids(aws)
 
 
 def test_latest_handle_deletes_after_redelivery(sqs: Any, clock: FakeClock, aws: Clients) -> None:
@@ -104,9 +121,11 @@ def test_delete_after_the_visibility_timeout_still_deletes(
 def test_garbled_handle_is_receipt_handle_is_invalid(sqs: Any, handle: str) -> None:
     # GIVEN a queue
     url = _queue(sqs)
-    # WHEN a handle DMQ never issued is used THEN ReceiptHandleIsInvalid
-    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid):
+    # WHEN a handle DMQ never issued is used THEN ReceiptHandleIsInvalid, in SQS's words
+    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid) as caught:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    assert caught.value.response["Error"]["Message"] == (
+        f'The input receipt handle "{handle}" is not a valid receipt handle.')
 
 
 def test_tampered_handle_is_invalid_and_deletes_nothing(sqs: Any, aws: Clients) -> None:
@@ -139,8 +158,10 @@ def test_handle_of_another_queue_is_invalid(sqs: Any, aws: Clients) -> None:
     url_b = _queue(sqs, "queue-b")
     message = _in_flight(sqs, url_a)
     # WHEN A's handle is used on B THEN ReceiptHandleIsInvalid, and A's message stays
-    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid):
+    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid) as caught:
         sqs.delete_message(QueueUrl=url_b, ReceiptHandle=message["ReceiptHandle"])
+    assert caught.value.response["Error"]["Message"] == (
+        f'The input receipt handle "{message["ReceiptHandle"]}" is not a valid receipt handle.')
     assert message["MessageId"] in _stored_ids(aws)
     # AND A's handle still deletes it on A
     sqs.delete_message(QueueUrl=url_a, ReceiptHandle=message["ReceiptHandle"])
@@ -157,7 +178,7 @@ def test_delete_on_a_missing_queue_is_queue_does_not_exist(sqs: Any) -> None:
         sqs.delete_message(QueueUrl=missing, ReceiptHandle=message["ReceiptHandle"])
 
 
-def test_delete_batch_with_a_stale_handle_succeeds_and_deletes_nothing(
+def test_delete_batch_with_an_older_handle_deletes_the_redelivered_message(
     sqs: Any, clock: FakeClock, aws: Clients
 ) -> None:
     # GIVEN a message received twice and another received once
@@ -171,10 +192,11 @@ def test_delete_batch_with_a_stale_handle_succeeds_and_deletes_nothing(
         {"Id": "stale", "ReceiptHandle": stale["ReceiptHandle"]},
         {"Id": "other", "ReceiptHandle": other["ReceiptHandle"]},
     ])
-    # THEN both entries succeed, the other message is gone and the redelivered one stays
+    # THEN both entries succeed and both messages are gone
     assert sorted(e["Id"] for e in result["Successful"]) == ["other", "stale"]
     assert result.get("Failed", []) == []
-    assert _stored_ids(aws) == {current["MessageId"]}
+    assert current["MessageId"] == stale["MessageId"]
+    assert _stored_ids(aws) == set()
 
 
 def test_delete_batch_with_the_same_handle_twice_deletes_once(sqs: Any, aws: Clients) -> None:

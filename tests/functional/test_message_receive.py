@@ -101,6 +101,21 @@ def test_wait_time_seconds_outside_0_to_20_is_rejected(sqs: Any, wait: int) -> N
     with pytest.raises(sqs.exceptions.ClientError) as caught:
         sqs.receive_message(QueueUrl=url, WaitTimeSeconds=wait)
     assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert caught.value.response["Error"]["Message"] == (
+        f"Value {wait} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, "
+        "if provided.")
+
+
+@pytest.mark.parametrize("timeout", [-1, 43_201])
+def test_receive_visibility_timeout_outside_0_to_43200_is_rejected(
+    sqs: Any, timeout: int,
+) -> None:
+    url = _queue(sqs)
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.receive_message(QueueUrl=url, VisibilityTimeout=timeout)
+    assert caught.value.response["Error"]["Message"] == (
+        f"Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and "
+        "<= 43200, if provided.")
 
 
 # -- MaxNumberOfMessages -----------------------------------------------------------------------
@@ -137,6 +152,9 @@ def test_max_number_of_messages_outside_1_to_10_is_rejected(sqs: Any, count: int
     with pytest.raises(sqs.exceptions.ClientError) as caught:
         sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=count)
     assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert caught.value.response["Error"]["Message"] == (
+        f"Value {count} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 "
+        "and 10, if provided.")
 
 
 # -- system attributes -------------------------------------------------------------------------
@@ -211,6 +229,8 @@ def test_only_aws_trace_header_may_be_sent_as_a_system_attribute(sqs: Any) -> No
             MessageSystemAttributes={"SenderId": {"DataType": "String", "StringValue": "me"}},
         )
     assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert caught.value.response["Error"]["Message"] == (
+        "Message system attribute name 'SenderId' is invalid.")
 
 
 def test_one_receive_never_returns_a_message_twice(sqs: Any, clock: FakeClock) -> None:

@@ -142,11 +142,40 @@ def test_change_visibility_of_a_message_no_longer_in_flight_is_message_not_infli
     message = _one_in_flight(sqs, url)
     clock.advance(6)
     # WHEN its visibility is changed with the old handle THEN MessageNotInflight
-    with pytest.raises(sqs.exceptions.MessageNotInflight):
+    with pytest.raises(sqs.exceptions.MessageNotInflight) as caught:
         sqs.change_message_visibility(
             QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=60
         )
+    assert caught.value.response["Error"]["Message"] == (
+        "Message does not exist or is not available for visibility timeout change.")
     # AND the message stays visible
+    assert len(_receive(sqs, url)) == 1
+
+
+def test_an_older_handle_changes_the_visibility_of_the_current_receive(
+    sqs: Any, clock: FakeClock,
+) -> None:
+    # GIVEN a message received with VisibilityTimeout=0, then received again for 30 s
+    # (SQS's observed behaviour: an older handle acts on the message's current receive)
+    url = _queue(sqs)
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    (first,) = _receive(sqs, url, VisibilityTimeout=0)
+    (second,) = _receive(sqs, url, VisibilityTimeout=30)
+    assert _receive(sqs, url) == []
+    # WHEN the first handle terminates the visibility timeout
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0
+    )
+    # THEN the message is visible again at once
+    (again,) = _receive(sqs, url, VisibilityTimeout=30)
+    assert again["MessageId"] == second["MessageId"]
+    # AND the first handle can also extend the current receive
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=120
+    )
+    clock.advance(60)
+    assert _receive(sqs, url) == []
+    clock.advance(60)
     assert len(_receive(sqs, url)) == 1
 
 
@@ -161,10 +190,18 @@ def test_change_visibility_of_a_deleted_message_is_invalid_parameter_value(sqs: 
             QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=10
         )
     assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert caught.value.response["Error"]["Message"] == (
+        f"Value {message['ReceiptHandle']} for parameter ReceiptHandle is invalid. Reason: "
+        "Message does not exist or is not available for visibility timeout change.")
 
 
-@pytest.mark.parametrize("timeout", [-1, 43_201])
-def test_change_visibility_outside_0_to_43200_is_rejected(sqs: Any, timeout: int) -> None:
+@pytest.mark.parametrize(("timeout", "reason"), [
+    (-1, "Must be >= 0 and <= 43200."),
+    (43_201, "Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"),
+])
+def test_change_visibility_outside_0_to_43200_is_rejected(
+    sqs: Any, timeout: int, reason: str,
+) -> None:
     # GIVEN a message in flight
     url = _queue(sqs)
     message = _one_in_flight(sqs, url)
@@ -174,14 +211,18 @@ def test_change_visibility_outside_0_to_43200_is_rejected(sqs: Any, timeout: int
             QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=timeout
         )
     assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert caught.value.response["Error"]["Message"] == (
+        f"Value {timeout} for parameter VisibilityTimeout is invalid. Reason: {reason}")
 
 
 def test_change_visibility_with_a_garbled_handle_is_receipt_handle_is_invalid(sqs: Any) -> None:
     # GIVEN a queue
     url = _queue(sqs)
     # WHEN a visibility change names a handle DMQ never issued THEN ReceiptHandleIsInvalid
-    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid):
+    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid) as caught:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle="garbled", VisibilityTimeout=5)
+    assert caught.value.response["Error"]["Message"] == (
+        'The input receipt handle "garbled" is not a valid receipt handle.')
 
 
 def test_change_visibility_batch_reports_each_entry(sqs: Any, clock: FakeClock) -> None:
@@ -202,6 +243,7 @@ def test_change_visibility_batch_reports_each_entry(sqs: Any, clock: FakeClock) 
     (failed,) = result["Failed"]
     assert failed["Id"] == "bad"
     assert failed["Code"] == "ReceiptHandleIsInvalid"
+    assert failed["Message"] == 'The input receipt handle "garbled" is not a valid receipt handle.'
     assert failed["SenderFault"] is True
     # AND only the released message is visible now, the kept one after 300 s
     (released,) = _receive(sqs, url, VisibilityTimeout=0)

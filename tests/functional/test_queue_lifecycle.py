@@ -159,8 +159,12 @@ def test_second_purge_within_60_seconds_is_in_progress(
     clock.advance(wait)
     sqs.send_message(QueueUrl=url, MessageBody="survives")
     # WHEN it is purged again THEN PurgeQueueInProgress, and the message stays
-    with pytest.raises(sqs.exceptions.PurgeQueueInProgress):
+    with pytest.raises(sqs.exceptions.PurgeQueueInProgress) as caught:
         sqs.purge_queue(QueueUrl=url)
+    # as SQS answers it: HTTP 403 and this text
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert caught.value.response["Error"]["Message"] == (
+        "Only one PurgeQueue operation on busy is allowed every 60 seconds.")
     assert _bodies(sqs, url) == ["survives"]
 
 

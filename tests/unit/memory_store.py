@@ -69,7 +69,7 @@ class MemoryStore:
 
     def move(
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
-        target_shard: int, target_retention_ms: int, now_ms: int,
+        target_shard: int, target_retention_ms: int, now_ms: int, source_arn: str | None = None,
     ) -> bool:
         messages = self._shard(queue_id, shard)
         current = messages.get(candidate.message_id)
@@ -77,18 +77,18 @@ class MemoryStore:
             return False
         del messages[candidate.message_id]
         self._shard(target_queue_id, target_shard)[current.message_id] = (
-            current.moved_to_dead_letters(now_ms, target_retention_ms))
+            current.moved_to_dead_letters(now_ms, target_retention_ms, source_arn))
         return True
 
     def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
         for message_id in message_ids:
             self._shard(queue_id, shard).pop(message_id, None)
 
-    def delete_claimed(self, refs: Sequence[MessageRef]) -> None:
+    def delete_claimed(self, refs: Sequence[MessageRef], any_claim: bool = False) -> None:
         for ref in refs:
             messages = self._shard(ref.queue_id, ref.shard)
             current = messages.get(ref.message_id)
-            if current is not None and current.claim_token == ref.claim_token:
+            if current is not None and (any_claim or current.claim_token == ref.claim_token):
                 del messages[ref.message_id]
 
     def change_visibility(
@@ -98,7 +98,8 @@ class MemoryStore:
         for change in changes:
             messages = self._shard(change.ref.queue_id, change.ref.shard)
             current = messages.get(change.ref.message_id)
-            if current is None or current.claim_token != change.ref.claim_token:
+            if current is None or (
+                    not change.any_claim and current.claim_token != change.ref.claim_token):
                 outcomes.append(VisibilityOutcome.NOT_FOUND)
             elif current.visible_at <= now_ms:
                 outcomes.append(VisibilityOutcome.NOT_IN_FLIGHT)

@@ -67,18 +67,17 @@ def test_expired_messages_are_never_delivered_and_are_removed(setup) -> None:
     assert store.shards[(q.queue_id, 0)] == {}
 
 
-def test_stale_handle_deletes_nothing_and_the_latest_handle_deletes(setup) -> None:
+def test_an_older_handle_deletes_and_the_latest_then_succeeds(setup) -> None:
     service, store, clock, _ = setup
     q = queue("q", VisibilityTimeout="1")
     service.send(q, SendRequest("", "m"))
-    stale = service.receive(q, 1, None, 0)[0].receipt_handle
+    older = service.receive(q, 1, None, 0)[0].receipt_handle
     clock.advance(1)
     latest = service.receive(q, 1, None, 0)[0].receipt_handle
-    done, failed = service.delete(q, [HandleEntry("a", stale)])
+    done, failed = service.delete(q, [HandleEntry("a", older)])
     assert (done, failed) == (["a"], [])
-    assert len(store.shards[(q.queue_id, 0)]) == 1
-    service.delete(q, [HandleEntry("b", latest)])
     assert store.shards[(q.queue_id, 0)] == {}
+    assert service.delete(q, [HandleEntry("b", latest)]) == (["b"], [])
 
 
 def test_a_handle_of_another_queue_is_invalid(setup) -> None:
@@ -104,6 +103,7 @@ def test_over_received_message_moves_to_the_dead_letter_queue(setup) -> None:
     moved = service.receive(dlq, 1, None, 0)
     assert moved[0].message.message_id == sent.message_id
     assert moved[0].message.body == "poison"
+    assert moved[0].message.dead_letter_source_arn == src.arn
 
 
 def test_receive_reads_no_more_items_than_it_returns_without_contention(setup) -> None:
