@@ -56,6 +56,17 @@ def trace_header_from_headers(headers: Mapping[str, str]) -> str | None:
     return value or None
 
 
+def context_from_headers(headers: Mapping[str, str], account: str, region: str) -> RequestContext:
+    """The context of a request (headers with lower-case names) to a deployment whose
+    account and default region are given: the same for every protocol."""
+    return RequestContext(
+        account=account,
+        region=region_from_headers(headers, region),
+        base_url=base_url_from_headers(headers),
+        trace_header=trace_header_from_headers(headers),
+    )
+
+
 def base_url_from_headers(headers: Mapping[str, str]) -> str:
     """Scheme and host the client used (API Gateway sets X-Forwarded-Proto)."""
     scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()

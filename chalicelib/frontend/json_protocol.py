@@ -9,12 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chalicelib.frontend.context import (
-    RequestContext,
-    base_url_from_headers,
-    region_from_headers,
-    trace_header_from_headers,
-)
+from chalicelib.frontend.context import context_from_headers, region_from_headers
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.json_input import decode_object
@@ -79,12 +74,8 @@ def handle(
     try:
         action, params = _parse(lowered, body)
         services = services_for(region_from_headers(lowered, ""))
-        context = RequestContext(
-            account=services.settings.account_id,
-            region=region_from_headers(lowered, services.settings.region),
-            base_url=base_url_from_headers(lowered),
-            trace_header=trace_header_from_headers(lowered),
-        )
+        context = context_from_headers(lowered, services.settings.account_id,
+                                       services.settings.region)
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response

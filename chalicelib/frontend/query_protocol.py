@@ -17,8 +17,8 @@ from botocore.model import OperationModel
 
 from chalicelib.frontend import query_input, query_output
 from chalicelib.frontend.context import (
-    RequestContext,
     base_url_from_headers,
+    context_from_headers,
     could_be_queue,
     region_from_headers,
 )
@@ -131,11 +131,8 @@ def handle(
         pairs = form_pairs(request)
         action, model, params = _parse(pairs, base_url_from_headers(lowered), request.path)
         services = services_for(region_from_headers(lowered, ""))
-        context = RequestContext(
-            account=services.settings.account_id,
-            region=region_from_headers(lowered, services.settings.region),
-            base_url=base_url_from_headers(lowered),
-        )
+        context = context_from_headers(lowered, services.settings.account_id,
+                                       services.settings.region)
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
         body = query_output.response(model, result, request_id)

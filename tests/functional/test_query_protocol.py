@@ -257,3 +257,16 @@ def test_json_requests_are_still_json(dmq: Client) -> None:
     assert result.status_code == 200
     assert json.loads(result.body) == {}
     assert result.headers["Content-Type"] == "application/x-amz-json-1.0"
+
+
+def test_a_query_send_takes_the_trace_header_as_json_does(dmq: Client, sqs: Any) -> None:
+    # GIVEN a queue, and a Query SendMessage that carries an X-Ray trace header
+    url = create(dmq, "traced")
+    trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
+    body = urlencode({"Version": "2012-11-05", "Action": "SendMessage", "QueueUrl": url,
+                      "MessageBody": "t"})
+    sent = dmq.http.post("/", headers={**FORM, "X-Amzn-Trace-Id": trace}, body=body)
+    assert sent.status_code == 200
+    # THEN the message carries it as AWSTraceHeader, as a JSON send would
+    got = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["AWSTraceHeader"])
+    assert got["Messages"][0]["Attributes"] == {"AWSTraceHeader": trace}
