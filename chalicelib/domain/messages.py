@@ -43,6 +43,8 @@ class Message:
     claim_token: str = ""
     body_key: str | None = None
     attributes_key: str | None = None
+    # The ARN of the queue a dead-letter move took the message from (redrive goes back there).
+    dead_letter_source_arn: str | None = None
 
     def is_visible(self, now_ms: int) -> bool:
         """True when a receive may claim it."""
@@ -60,17 +62,21 @@ class Message:
         """A copy with some fields replaced."""
         return replace(self, **changes)  # type: ignore[arg-type]
 
-    def moved_to_dead_letters(self, now_ms: int, retention_ms: int) -> Message:
+    def moved_to_dead_letters(
+        self, now_ms: int, retention_ms: int, source_arn: str | None = None
+    ) -> Message:
         """The message as a dead-letter queue receives it, whichever path moved it.
 
         As in SQS, it keeps its id, body, attributes and send time, and the DLQ's
         retention counts from that send (standard queues). It is visible at once and
         starts its life in the DLQ unreceived: no receive count, first-receive time or
-        claim of the source queue's receives comes along.
+        claim of the source queue's receives comes along. It remembers the queue it
+        came from (`source_arn`), where a redrive task takes it back.
         """
         return self.with_changes(
             visible_at=now_ms, expires_ms=self.sent_ms + retention_ms, receive_count=0,
             first_receive_ms=0, claim_token="",
+            dead_letter_source_arn=source_arn or self.dead_letter_source_arn,
         )
 
 

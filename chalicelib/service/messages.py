@@ -423,7 +423,7 @@ class MessageService:
             target_shard = random.choice(same)
             self._stores.of(placed.cluster).move(
                 queue.queue_id, placed.id, candidate, target.queue_id, target_shard.id,
-                retention_ms, now,
+                retention_ms, now, queue.arn,
             )
         else:
             target_shard = random.choice(target.active_shards)
@@ -441,7 +441,7 @@ class MessageService:
         message = source.claim(queue.queue_id, placed.id, candidate, now + 30_000, token, now)
         if message is None:
             return
-        moved = message.moved_to_dead_letters(now, retention_ms)
+        moved = message.moved_to_dead_letters(now, retention_ms, queue.arn)
         if self._stores.of(target_shard.cluster).put_messages(
             target.queue_id, [(target_shard.id, moved)]
         ):

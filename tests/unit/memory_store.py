@@ -69,7 +69,7 @@ class MemoryStore:
 
     def move(
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
-        target_shard: int, target_retention_ms: int, now_ms: int,
+        target_shard: int, target_retention_ms: int, now_ms: int, source_arn: str | None = None,
     ) -> bool:
         messages = self._shard(queue_id, shard)
         current = messages.get(candidate.message_id)
@@ -77,7 +77,7 @@ class MemoryStore:
             return False
         del messages[candidate.message_id]
         self._shard(target_queue_id, target_shard)[current.message_id] = (
-            current.moved_to_dead_letters(now_ms, target_retention_ms))
+            current.moved_to_dead_letters(now_ms, target_retention_ms, source_arn))
         return True
 
     def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
