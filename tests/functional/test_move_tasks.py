@@ -579,3 +579,14 @@ def test_a_step_reads_what_it_moves_whatever_the_backlog(sqs: Any, faults: Fault
     assert _advance() == 5
     assert read == [5]
     assert faults.calls["TransactWriteItems"] == 1
+
+
+def test_dead_letter_item_keeps_its_source_queue_arn(sqs: Any, aws: Any) -> None:
+    # GIVEN a message dead-lettered from `work`
+    source, _dlq = _pipe(sqs)
+    _dead_letter(sqs, source, ["remember"])
+    # THEN the DLQ's item names the queue it came from (the redrive target by default)
+    found = aws.dynamodb.query(
+        TableName="dmq-messages", KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "000000000000/dead#0"}})["Items"]
+    assert [i["dlq_source_arn"]["S"] for i in found] == [_arn(sqs, source)]
