@@ -86,22 +86,25 @@ class MoveTaskService:
         if not self._queues.dead_letter_sources(source):
             raise InvalidParameterValueError(
                 "Source queue must be configured as a Dead Letter Queue.")
+        destination_arn = destination_arn or None
         if destination_arn:
             destination = self._queues.by_arn(destination_arn)
             if destination is None:
                 raise _missing("DestinationArn")
+            destination_arn = destination.arn
             if destination.queue_id == source.queue_id:
                 raise InvalidParameterValueError(
                     "Source queue arn and destination queue arn cannot be the same.")
             if destination.name.endswith(".fifo") != source.name.endswith(".fifo"):
                 raise InvalidParameterValueError(
                     "The source queue and destination queue must be of the same queue type.")
+        source_arn = source.arn  # tasks are kept under the queue's own ARN
         if self._repo.active(source_arn) is not None:
             raise InvalidParameterValueError(_BUSY)
         now = self._clock.now_ms()
         task = MoveTask(
             task_id=str(uuid.uuid4()), source_arn=source_arn,
-            destination_arn=destination_arn or None, max_per_second=max_per_second,
+            destination_arn=destination_arn, max_per_second=max_per_second,
             status=MoveTaskStatus.RUNNING, started_ms=now,
             to_move=self._messages.counts(source).visible, paced_ms=now - BURST_MS,
         )
@@ -117,9 +120,10 @@ class MoveTaskService:
             raise InvalidParameterValueError(
                 "Value for parameter MaxResults is invalid. Reason: You must enter a number "
                 f"that's between {MIN_RESULTS} and {MAX_RESULTS}.")
-        if self._queues.by_arn(source_arn) is None:
+        source = self._queues.by_arn(source_arn)
+        if source is None:
             raise _missing("SourceArn")
-        return self._repo.recent(source_arn, max_results or MIN_RESULTS)
+        return self._repo.recent(source.arn, max_results or MIN_RESULTS)
 
     def cancel(self, handle: str) -> MoveTask:
         """CancelMessageMoveTask: a running task becomes CANCELLING (the back end then ends
@@ -128,10 +132,11 @@ class MoveTaskService:
         if decoded is None:
             raise InvalidParameterValueError("Value for parameter TaskHandle is invalid.")
         task_id, source_arn = decoded
-        if self._queues.by_arn(source_arn) is None:
+        source = self._queues.by_arn(source_arn)
+        if source is None:
             raise _missing("SourceArn")
         task = self._repo.get(task_id)
-        if task is None or task.source_arn != source_arn:
+        if task is None or task.source_arn != source.arn:
             raise ResourceNotFoundError("Task does not exist.")
         if task.status is MoveTaskStatus.CANCELLING:
             return task
