@@ -42,8 +42,9 @@ from chalicelib.service.queues import QueueService
 logger = logging.getLogger("dmq.move_tasks")
 # The FailureReason SQS gives a task whose destination queue no longer exists.
 NO_QUEUE = "AWS.SimpleQueueService.NonExistentQueue"
-# The most messages one step reads from one shard in one go.
-PAGE = 25
+# The most messages one step reads from one shard in one go (one Query, one BatchGetItem;
+# they then move in transactions of 25).
+PAGE = 100
 # Pause between passes over the running tasks when `advance` runs for a while.
 PASS_PAUSE_S = 0.2
 _BUSY = ("There is already a task running. Only one active task is allowed for a source "
