@@ -35,7 +35,11 @@ from chalicelib.domain.move_tasks import (
 )
 from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.metadata.move_tasks import MoveTaskRepository, SourceBusyError
-from chalicelib.service.exceptions import InvalidParameterValueError, ResourceNotFoundError
+from chalicelib.service.exceptions import (
+    InvalidParameterValueError,
+    ResourceNotFoundError,
+    UnsupportedOperationError,
+)
 from chalicelib.service.messages import MessageService
 from chalicelib.service.queues import QueueService
 
@@ -143,7 +147,8 @@ class MoveTaskService:
             return task
         cancelled = self._repo.cancel(task_id)
         if cancelled is None:  # it ended (completed, failed or cancelled) meanwhile or before
-            raise ResourceNotFoundError("Task does not exist.")
+            raise UnsupportedOperationError(
+                "Only a task with the status RUNNING can be cancelled.")
         return cancelled
 
     # -- back end ------------------------------------------------------------------------

@@ -26,6 +26,10 @@ from tests.functional.test_faults import Faults
 
 BUSY = ("There is already a task running. Only one active task is allowed for a source "
         "queue arn at a given time.")
+# Cancelling a task that has ended: SQS documents that only a RUNNING task can be cancelled.
+# (botocore names the error by its legacy code, sent in x-amzn-query-error.)
+ENDED = ("AWS.SimpleQueueService.UnsupportedOperation",
+         "Only a task with the status RUNNING can be cancelled.", 400)
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -382,7 +386,7 @@ def test_cancel_stops_the_task_and_keeps_the_rest_in_the_dlq(sqs: Any, clock: Fa
     # AND a finished task cannot be cancelled again
     with pytest.raises(ClientError) as exc:
         sqs.cancel_message_move_task(TaskHandle=handle)
-    assert _error(exc) == ("ResourceNotFoundException", "Task does not exist.", 404)
+    assert _error(exc) == ENDED
 
 
 def test_cancel_between_read_and_move_moves_nothing(sqs: Any) -> None:
@@ -406,7 +410,7 @@ def test_completed_task_cannot_be_cancelled(sqs: Any) -> None:
     _advance()
     with pytest.raises(ClientError) as exc:
         sqs.cancel_message_move_task(TaskHandle=handle)
-    assert _error(exc) == ("ResourceNotFoundException", "Task does not exist.", 404)
+    assert _error(exc) == ENDED
 
 
 # -- the rate --------------------------------------------------------------------------
