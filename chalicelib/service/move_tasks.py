@@ -163,9 +163,9 @@ class MoveTaskService:
             for task in tasks:
                 try:
                     moved += self.step(task)
-                except StoreError:
-                    logger.warning("move task %s: step failed; it goes on next time",
-                                   task.task_id, exc_info=True)
+                except StoreError as exc:
+                    logger.warning("move task %s: step failed (%r); it goes on next time",
+                                   task.task_id, exc)
             if not tasks or self._monotonic() + PASS_PAUSE_S >= deadline:
                 return moved
             self._sleep(PASS_PAUSE_S)

@@ -242,12 +242,16 @@ def test_destination_cannot_be_the_source(sqs: Any) -> None:
     assert _error(exc)[0] == "InvalidParameterValue"
 
 
-def test_source_arn_is_required(dmq: Client) -> None:
+@pytest.mark.parametrize(("action", "parameter"), [
+    ("start_message_move_task", "SourceArn"), ("list_message_move_tasks", "SourceArn"),
+    ("cancel_message_move_task", "TaskHandle"),
+])
+def test_required_parameters(dmq: Client, action: str, parameter: str) -> None:
     raw = sqs_client(dmq, "us-east-1", Config(parameter_validation=False))
     with pytest.raises(ClientError) as exc:
-        raw.start_message_move_task()
+        getattr(raw, action)()
     assert _error(exc) == (
-        "MissingParameter", "The request must contain the parameter SourceArn.", 400)
+        "MissingParameter", f"The request must contain the parameter {parameter}.", 400)
 
 
 def test_one_active_task_per_source(sqs: Any) -> None:
