@@ -209,7 +209,8 @@ class DynamoMessageStore:
             return False
         source = items.from_item(found["Item"])
         moved = self._copy_objects(
-            source.moved_to_dead_letters(now_ms, target_retention_ms, source_arn), target_queue_id)
+            source.moved_to_dead_letters(now_ms, target_retention_ms, source_arn),
+            target_queue_id)
         target_item = items.to_item(target_queue_id, target_shard, moved)
         if moved.body_key:
             target_item["body_size"] = found["Item"].get("body_size", {"N": "0"})

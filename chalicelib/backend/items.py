@@ -78,7 +78,7 @@ def to_item(queue_id: str, shard: int, message: Message) -> Item:
         else None,
         "sys_md5": message.system_attributes_md5,
         "claim": message.claim_token or None,
-        "dlq_source_arn": message.dead_letter_source_arn,
+        "dlq_source": message.dead_letter_source_arn,
     }
     item.update({k: {"S": v} for k, v in optional.items() if v})
     if message.first_receive_ms:
@@ -117,7 +117,7 @@ def from_item(
         claim_token=_s(item, "claim") or "",
         body_key=_s(item, "body_key"),
         attributes_key=_s(item, "attrs_key"),
-        dead_letter_source_arn=_s(item, "dlq_source_arn"),
+        dead_letter_source_arn=_s(item, "dlq_source"),
     )
 
 

@@ -70,7 +70,8 @@ class MessageStore(Protocol):
         target_shard: int, target_retention_ms: int, now_ms: int, source_arn: str | None = None,
     ) -> bool:
         """Atomically move a candidate to another queue (dead letters); False on a lost race.
-        The moved message remembers `source_arn`, the queue it came from."""
+
+        `source_arn` is recorded on the moved message as its DeadLetterQueueSourceArn."""
         ...
 
     def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:

@@ -43,7 +43,6 @@ class Message:
     claim_token: str = ""
     body_key: str | None = None
     attributes_key: str | None = None
-    # The ARN of the queue a dead-letter move took the message from (redrive goes back there).
     dead_letter_source_arn: str | None = None
 
     def is_visible(self, now_ms: int) -> bool:
@@ -70,8 +69,8 @@ class Message:
         As in SQS, it keeps its id, body, attributes and send time, and the DLQ's
         retention counts from that send (standard queues). It is visible at once and
         starts its life in the DLQ unreceived: no receive count, first-receive time or
-        claim of the source queue's receives comes along. It remembers the queue it
-        came from (`source_arn`), where a redrive task takes it back.
+        claim of the source queue's receives comes along. `source_arn` is the queue it
+        came from (the DeadLetterQueueSourceArn system attribute).
         """
         return self.with_changes(
             visible_at=now_ms, expires_ms=self.sent_ms + retention_ms, receive_count=0,

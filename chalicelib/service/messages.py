@@ -423,7 +423,7 @@ class MessageService:
             target_shard = random.choice(same)
             self._stores.of(placed.cluster).move(
                 queue.queue_id, placed.id, candidate, target.queue_id, target_shard.id,
-                retention_ms, now, queue.arn,
+                retention_ms, now, source_arn=queue.arn,
             )
         else:
             target_shard = random.choice(target.active_shards)

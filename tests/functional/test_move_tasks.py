@@ -597,4 +597,4 @@ def test_dead_letter_item_keeps_its_source_queue_arn(sqs: Any, aws: Any) -> None
     found = aws.dynamodb.query(
         TableName="dmq-messages", KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": "000000000000/dead#0"}})["Items"]
-    assert [i["dlq_source_arn"]["S"] for i in found] == [_arn(sqs, source)]
+    assert [i["dlq_source"]["S"] for i in found] == [_arn(sqs, source)]
