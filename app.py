@@ -278,3 +278,11 @@ def sweep_retention(event: CloudWatchEvent) -> None:
         backend = runtime.backend(region)
         homed = [q for q in backend.repo.scan_active() if q.home == region]
         maintenance.sweep_expired(backend.stores, homed, backend.clock.now_ms())
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
+def advance_move_tasks(event: CloudWatchEvent) -> None:
+    """Run the message move tasks (dead-letter redrive) a bounded step at a time."""
+    for region in _live_local_regions():
+        runtime.services_for(region).move_tasks.advance(runtime.settings.move_task_run_s)

@@ -16,6 +16,7 @@ from chalicelib.domain.queues import ConnectionBudget, QueueRecord
 from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
+from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
@@ -23,6 +24,7 @@ from chalicelib.secrets import receipt_key
 from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.failover import FailoverManager
 from chalicelib.service.messages import MessageService
+from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
@@ -165,7 +167,10 @@ class Runtime:
         clusters = ClusterManager(control)
         queues = QueueService(repo, messages, self._clock, clusters.place, settings.all_regions)
         holder.append(queues)
-        services = Services(settings, region, queues, messages, clusters)
+        move_tasks = MoveTaskService(
+            queues, messages, stores, MoveTaskRepository(clients.dynamodb, settings.control_table),
+            self._clock)
+        services = Services(settings, region, queues, messages, clusters, move_tasks)
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
 
     def forget_store(self, region: str) -> None:

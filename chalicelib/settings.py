@@ -73,6 +73,9 @@ class Settings:
     http_idle_timeout_s: float = 60.0
     http_request_timeout_s: float = 10.0
     http_max_body_bytes: int = 8 * 1024 * 1024
+    # How long one run of the move-task handler keeps stepping the running tasks (0: one
+    # pass). On Lambda it runs once a minute, within the 30 s timeout; locally every second.
+    move_task_run_s: float = 0.0
 
     @property
     def store_budget_s(self) -> float:
@@ -153,6 +156,8 @@ class Settings:
                 env.get("DMQ_HTTP_REQUEST_TIMEOUT_S", base.http_request_timeout_s)),
             http_max_body_bytes=int(
                 env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
+            move_task_run_s=float(
+                env.get("DMQ_MOVE_TASK_RUN_S", 20.0 if on_lambda else base.move_task_run_s)),
         )
 
 

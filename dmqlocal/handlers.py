@@ -13,6 +13,8 @@ from chalice.app import Cron, DynamoDBEventConfig, ScheduledEventConfig
 LambdaHandler = Callable[[dict[str, Any], Any], Any]
 HEARTBEAT_SCHEDULE = "region_heartbeat"  # the app's heartbeat and failover handler
 HEARTBEATS_PER_FAILOVER = 3
+MOVE_TASKS_SCHEDULE = "advance_move_tasks"  # the app's message move task handler
+MOVE_TASKS_PERIOD_S = 1.0  # locally it steps the tasks every second (each run one pass)
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,11 @@ def local_schedule_bindings(app: Chalice, failover_after_s: float,
     runs at least HEARTBEATS_PER_FAILOVER times per failover time (the scheduler scales
     periods by `scale`), so a region marked down is replaced about one failover time
     later instead of at the next minute's tick. On AWS the schedule's one minute is the
-    least EventBridge allows, and the default failover time is three of them."""
+    least EventBridge allows, and the default failover time is three of them. The move
+    task handler runs every second, so that a redrive moves at its rate (on AWS each
+    minute's run steps the tasks for `DMQ_MOVE_TASK_RUN_S`)."""
     beat_s = failover_after_s / HEARTBEATS_PER_FAILOVER / (scale or 1.0)
+    moves_s = MOVE_TASKS_PERIOD_S / (scale or 1.0)
     return [replace(b, period_s=min(b.period_s, beat_s)) if b.name == HEARTBEAT_SCHEDULE
+            else replace(b, period_s=min(b.period_s, moves_s)) if b.name == MOVE_TASKS_SCHEDULE
             else b for b in schedule_bindings(app)]

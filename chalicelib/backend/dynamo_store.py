@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend import items
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_values
+from chalicelib.backend.dynamo_moves import BatchMoves, Move, MoveOutcome, ProgressOp
 from chalicelib.backend.items import VISIBLE_INDEX, Item
 from chalicelib.backend.store import CandidatePage, VisibilityChange
 from chalicelib.domain.exceptions import (
@@ -49,6 +51,7 @@ class DynamoMessageStore:
         self._bodies = bodies
         self._inline_limit = inline_limit
         self._claims = BatchClaims(client, table, self._load)
+        self._moves = BatchMoves(client, table, counters)
         self._counters = counters
 
     # -- writes ---------------------------------------------------------------------------
@@ -228,6 +231,19 @@ class DynamoMessageStore:
                 return False
             raise
         return True
+
+    def read_messages(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> list[Message]:
+        """One consistent BatchGetItem (bounded retries); bodies in S3 are loaded too."""
+        return [self._load(i) for i in self._moves.read(queue_id, shard, message_ids)]
+
+    def move_many(
+        self, queue_id: str, shard: int, moves: Sequence[Move], progress: ProgressOp
+    ) -> MoveOutcome:
+        """Redrive moves (see `dynamo_moves`); a large body is written for its new copy
+        first (an object of a move that then fails is left behind, unreferenced)."""
+        offloaded = [replace(m, message=self._offload(m.target_queue_id, m.message))
+                     for m in moves]
+        return self._moves.move(queue_id, shard, offloaded, progress)
 
     def _copy_objects(self, message: Message, target_queue_id: str) -> Message:
         """Copy a moving message's S3 objects, so that each item owns its own."""

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from chalicelib.backend.dynamo_moves import Move, MoveOutcome, ProgressOp
 from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
 
@@ -33,6 +34,8 @@ class VisibilityChange:
 
 class MessageStore(Protocol):
     """Primitives over one messages table; all queue logic lives above them."""
+
+    table: str
 
     def put_messages(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> set[str]:
         """Store new messages (each with its shard) in one batch; return the ids not stored."""
@@ -107,4 +110,15 @@ class MessageStore(Protocol):
 
     def purge(self, queue_id: str, shard: int) -> int:
         """Delete every message of one shard; return how many."""
+        ...
+
+    def read_messages(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> list[Message]:
+        """The messages of one shard with these ids (consistent reads; gone ones left out)."""
+        ...
+
+    def move_many(
+        self, queue_id: str, shard: int, moves: Sequence[Move], progress: ProgressOp
+    ) -> MoveOutcome:
+        """Move messages of one shard to their targets in transactions that also run
+        `progress(n)`, the caller's conditional write for n moves (redrive tasks)."""
         ...

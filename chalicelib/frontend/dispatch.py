@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.frontend import actions_messages as m
+from chalicelib.frontend import actions_move_tasks as t
 from chalicelib.frontend import actions_queues as q
 from chalicelib.frontend.context import RequestContext
 from chalicelib.frontend.params import Params
@@ -35,6 +36,9 @@ ACTIONS: dict[str, Action] = {
     "DeleteMessageBatch": m.delete_message_batch,
     "ChangeMessageVisibility": m.change_message_visibility,
     "ChangeMessageVisibilityBatch": m.change_message_visibility_batch,
+    "StartMessageMoveTask": t.start_message_move_task,
+    "ListMessageMoveTasks": t.list_message_move_tasks,
+    "CancelMessageMoveTask": t.cancel_message_move_task,
 }
 
 

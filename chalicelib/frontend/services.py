@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.messages import MessageService
+from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
 from chalicelib.settings import Settings
 
@@ -19,3 +20,4 @@ class Services:
     queues: QueueService
     messages: MessageService
     clusters: ClusterManager
+    move_tasks: MoveTaskService

@@ -145,6 +145,13 @@ class UnsupportedOperationError(SqsError):
     query_code = "AWS.SimpleQueueService.UnsupportedOperation"
 
 
+class ResourceNotFoundError(SqsError):
+    """A resource named by the request (a move task's queue, or the task) does not exist."""
+
+    code = "ResourceNotFoundException"
+    status = 404
+
+
 class InvalidActionError(SqsError):
     """The action is not one DMQ serves."""
 
