@@ -78,6 +78,7 @@ def to_item(queue_id: str, shard: int, message: Message) -> Item:
         else None,
         "sys_md5": message.system_attributes_md5,
         "claim": message.claim_token or None,
+        "grp": message.message_group_id,
     }
     item.update({k: {"S": v} for k, v in optional.items() if v})
     if message.first_receive_ms:
@@ -116,6 +117,7 @@ def from_item(
         claim_token=_s(item, "claim") or "",
         body_key=_s(item, "body_key"),
         attributes_key=_s(item, "attrs_key"),
+        message_group_id=_s(item, "grp"),
     )
 
 

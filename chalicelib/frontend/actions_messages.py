@@ -18,7 +18,7 @@ from chalicelib.service.messages import EntryFailure, HandleEntry, Received, Sen
 Response = dict[str, Any]
 SYSTEM_NAMES = (
     "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
-    "AWSTraceHeader",
+    "AWSTraceHeader", "MessageGroupId",
 )
 
 
@@ -29,6 +29,7 @@ def _send_request(p: Params, entry_id: str = "") -> SendRequest:
         delay_seconds=p.optional_int("DelaySeconds"),
         attributes=p.message_attributes("MessageAttributes"),
         system_attributes=p.message_attributes("MessageSystemAttributes"),
+        message_group_id=p.optional_str("MessageGroupId"),
     )
 
 
@@ -96,6 +97,8 @@ def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
     trace = message.system_attributes.get("AWSTraceHeader")
     if trace is not None and trace.string_value:
         values["AWSTraceHeader"] = trace.string_value
+    if message.message_group_id is not None:
+        values["MessageGroupId"] = message.message_group_id
     if "All" in names:
         return values
     return {k: v for k, v in values.items() if k in names}
