@@ -104,8 +104,10 @@ def _quiet_sender(endpoint: str, url: str, tenant: str, config: Config, track: _
                   start: float) -> None:
     sqs = sqs_client(endpoint)
     count = int(config.seconds * config.quiet_rate)
+    # The tenants take turns: tenant k sends k/tenants of an interval after tenant 0.
+    offset = int(tenant.rsplit("-", 1)[1]) / (config.quiet_tenants * config.quiet_rate)
     for n in range(count):
-        due = start + n / config.quiet_rate
+        due = start + offset + n / config.quiet_rate
         time.sleep(max(0.0, due - time.monotonic()))
         body = f"{tenant}/{n}"
         with track.lock:
@@ -133,10 +135,13 @@ class _Consumers:
 
     def __init__(self, endpoint: str, url: str, config: Config, track: _Tracker) -> None:
         self._endpoint, self._url, self._config, self._track = endpoint, url, config, track
-        self._free = threading.Semaphore(config.slots)
+        # Each poller has its own share of the slots, as independent consumers do.
+        share = max(1, config.slots // config.pollers)
+        self._free = [threading.Semaphore(share) for _ in range(config.pollers)]
         self._stop = threading.Event()
-        self._done: queue.Queue[tuple[float, str]] = queue.Queue()
-        self._threads = [threading.Thread(target=self._poll, name=f"bench-fair-poll-{n}")
+        self._done: queue.Queue[tuple[float, int, str]] = queue.Queue()
+        self._threads = [threading.Thread(target=self._poll, args=(n,),
+                                          name=f"bench-fair-poll-{n}")
                          for n in range(config.pollers)]
         self._threads.append(threading.Thread(target=self._delete, name="bench-fair-delete"))
 
@@ -149,20 +154,21 @@ class _Consumers:
         for thread in self._threads:
             thread.join()
 
-    def _take_slots(self) -> int:
+    def _take_slots(self, free: threading.Semaphore) -> int:
         """Wait for one free slot, then take as many more as are free (up to a batch)."""
-        while not self._free.acquire(timeout=0.2):
+        while not free.acquire(timeout=0.2):
             if self._stop.is_set():
                 return 0
         taken = 1
-        while taken < BATCH and self._free.acquire(blocking=False):
+        while taken < BATCH and free.acquire(blocking=False):
             taken += 1
         return taken
 
-    def _poll(self) -> None:
+    def _poll(self, poller: int) -> None:
         sqs = sqs_client(self._endpoint, read_timeout=30)
+        free = self._free[poller]
         while not self._stop.is_set():
-            slots = self._take_slots()
+            slots = self._take_slots(free)
             if not slots:
                 return
             got = sqs.receive_message(QueueUrl=self._url, MaxNumberOfMessages=slots,
@@ -177,25 +183,26 @@ class _Consumers:
                     else:
                         self._track.first_seen.setdefault(body, now)
             for _ in range(slots - len(got)):
-                self._free.release()
+                free.release()
             for message in got:
-                self._done.put((now + self._config.process_ms / 1000, message["ReceiptHandle"]))
+                self._done.put((now + self._config.process_ms / 1000, poller,
+                                message["ReceiptHandle"]))
 
     def _delete(self) -> None:
         sqs = sqs_client(self._endpoint)
-        pending: list[tuple[float, str]] = []
+        pending: list[tuple[float, int, str]] = []
         while not (self._stop.is_set() and not pending and self._done.empty()):
             with contextlib.suppress(queue.Empty):
                 pending.append(self._done.get(timeout=0.01))
             now = time.monotonic()
             ready = sorted(p for p in pending if p[0] <= now)
             pending = [p for p in pending if p[0] > now]
-            for _ in ready:
-                self._free.release()  # processed: the slot takes the next message
+            for _, poller, _ in ready:
+                self._free[poller].release()  # processed: the slot takes the next message
             for start in range(0, len(ready), BATCH):
                 chunk = ready[start:start + BATCH]
                 sqs.delete_message_batch(QueueUrl=self._url, Entries=[
-                    {"Id": str(i), "ReceiptHandle": handle} for i, (_, handle) in
+                    {"Id": str(i), "ReceiptHandle": handle} for i, (_, _, handle) in
                     enumerate(chunk)])
 
 
