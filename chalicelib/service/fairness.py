@@ -33,6 +33,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from chalicelib import observability
 from chalicelib.domain.lanes import in_noisy_lane, lane_slot, to_noisy_lane
 from chalicelib.domain.messages import Message
 from chalicelib.service.exceptions import InvalidParameterValueError
@@ -120,6 +121,8 @@ class Fairness:
     ) -> list[tuple[int, Message]]:
         """The messages as they are to be stored: a noisy tenant's go to the noisy lane."""
         noisy = self.place(queue_id, [m.message_group_id for _, m in placed], now_ms)
+        if any(noisy):
+            observability.add_count("NoisyLaneMessages", sum(noisy))
         return [
             (shard, m.with_changes(visible_at=to_noisy_lane(m.visible_at)) if to_lane else m)
             for (shard, m), to_lane in zip(placed, noisy, strict=True)

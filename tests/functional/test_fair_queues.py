@@ -4,11 +4,14 @@ nothing, and a noisy tenant's backlog waits behind the other tenants' messages."
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
+from chalicelib import observability
 from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 
@@ -258,3 +261,25 @@ def test_a_noisy_lane_message_not_deleted_comes_back_after_its_visibility_timeou
     again = [m for _ in range(5) for m in _receive(sqs, url, AttributeNames=["All"])]
     assert len(again) == 45
     assert {m["Attributes"]["ApproximateReceiveCount"] for m in again} == {"2"}
+
+
+@pytest.fixture
+def metrics_on() -> Iterator[None]:
+    """EMF metrics on, as on Lambda; off again afterwards."""
+    observability.configure(json_logs=False, emit_metrics=True)
+    yield
+    observability.configure(json_logs=False, emit_metrics=False)
+
+
+@pytest.mark.usefixtures("metrics_on")
+def test_messages_sent_to_the_noisy_lane_are_counted_in_the_metrics(
+    sqs: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _queue(sqs)
+    _send_batch(sqs, url, "quiet", _bodies("quiet", 5))
+    _send_batch(sqs, url, "noisy", _bodies("noisy", 40))
+    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+                 if line.startswith("{") and "_aws" in line]
+    counted = [d["NoisyLaneMessages"] for d in documents if "NoisyLaneMessages" in d]
+    # the first two batches of the flood pass; from the 30th message on it is noisy
+    assert counted in ([10.0, 10.0], [[10.0], [10.0]])
