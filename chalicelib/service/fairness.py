@@ -119,7 +119,12 @@ class Fairness:
     def steer(
         self, queue_id: str, placed: Sequence[tuple[int, Message]], now_ms: int
     ) -> list[tuple[int, Message]]:
-        """The messages as they are to be stored: a noisy tenant's go to the noisy lane."""
+        """The messages as they are to be stored: a noisy tenant's go to the noisy lane.
+
+        FIFO queues (their names end in `.fifo`) keep their own group rules: never steered.
+        """
+        if queue_id.endswith(".fifo"):
+            return list(placed)
         noisy = self.place(queue_id, [m.message_group_id for _, m in placed], now_ms)
         if any(noisy):
             observability.add_count("NoisyLaneMessages", sum(noisy))

@@ -98,6 +98,15 @@ def test_steer_moves_only_noisy_messages_to_the_noisy_lane() -> None:
     assert fairness.slot_of(0, quiet) == 0
 
 
+def test_a_fifo_queue_is_never_steered() -> None:
+    fair = Fairness()
+    fifo = "000000000000/orders.fifo"
+    fair.place(fifo, ["a"] * 5, NOW)
+    flood = [(0, Message(str(n), "b", "m", NOW, NOW, NOW + 10**6, message_group_id="flood"))
+             for n in range(100)]
+    assert fair.steer(fifo, flood, NOW) == flood
+
+
 def test_silent_tenants_are_forgotten_and_the_tracked_set_is_bounded() -> None:
     fair = Fairness()
     for n in range(fairness.MAX_TENANTS + 50):
