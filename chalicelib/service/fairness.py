@@ -143,13 +143,14 @@ class Fairness:
         """Whether a short receive should read the noisy lanes too.
 
         Yes on a queue this process has seen tenants in lately; otherwise once every
-        LANE_PROBE_MS, to find a lane that another process filled.
+        LANE_PROBE_MS (the first time LANE_PROBE_MS after this process first asked), to
+        find a lane that another process filled.
         """
         with self._lock:
             tenants = self._queues.get(queue_id)
             if tenants is not None and now_ms - tenants.seen_ms < TENANT_MEMORY_MS:
                 return True
-            if now_ms - self._probed.get(queue_id, 0) >= LANE_PROBE_MS:
+            if now_ms - self._probed.setdefault(queue_id, now_ms) >= LANE_PROBE_MS:
                 self._probed[queue_id] = now_ms
                 return True
             return False

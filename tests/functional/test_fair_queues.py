@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from app import runtime
 from chalicelib import observability
 from chalicelib.clock import FakeClock
+from chalicelib.service import fairness
 from chalicelib.settings import Settings
 
 PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
@@ -283,3 +285,22 @@ def test_messages_sent_to_the_noisy_lane_are_counted_in_the_metrics(
     counted = [d["NoisyLaneMessages"] for d in documents if "NoisyLaneMessages" in d]
     # the first two batches of the flood pass; from the 30th message on it is noisy
     assert counted in ([10.0, 10.0], [[10.0], [10.0]])
+
+
+def test_a_process_that_never_saw_the_tenants_finds_the_noisy_lane_within_a_probe(
+    sqs: Any, clock: FakeClock
+) -> None:
+    # GIVEN a flood in the noisy lane, the main lane drained
+    url = _queue(sqs)
+    _send_batch(sqs, url, "quiet", _bodies("quiet", 5))
+    _send_batch(sqs, url, "noisy", _bodies("noisy", 60))
+    main = [b for bodies in _drain(sqs, url, 4) for b in bodies]
+    assert len(main) == 40  # the main lane (5 quiet, the flood's first 20), 15 from the lane
+    # WHEN another process, which has seen no tenant of this queue, receives
+    runtime.services_for().messages.fairness = fairness.Fairness()
+    # THEN it does not read the noisy lane at once (a queue without tenants costs as before)
+    assert _receive(sqs, url) == []
+    # AND within LANE_PROBE_MS it probes the lane and drains the rest
+    clock.advance(fairness.LANE_PROBE_MS / 1000)
+    rest = [b for bodies in _drain(sqs, url, 10) for b in bodies]
+    assert sorted(main + rest) == sorted(_bodies("quiet", 5) + _bodies("noisy", 60))

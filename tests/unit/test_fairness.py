@@ -118,16 +118,18 @@ def test_silent_tenants_are_forgotten_and_the_tracked_set_is_bounded() -> None:
 
 def test_lanes_are_read_where_tenants_were_seen_and_probed_elsewhere() -> None:
     fair = Fairness()
-    # a queue without tenants: one probe, then none until LANE_PROBE_MS has passed
-    assert fair.reads_lanes("other", NOW) is True
+    # a queue without tenants: no lane read at first (as before fair queues), then one
+    # probe every LANE_PROBE_MS
+    assert fair.reads_lanes("other", NOW) is False
     assert fair.reads_lanes("other", NOW + 1) is False
     assert fair.reads_lanes("other", NOW + fairness.LANE_PROBE_MS) is True
+    assert fair.reads_lanes("other", NOW + fairness.LANE_PROBE_MS + 1) is False
+    assert fair.reads_lanes("other", NOW + 2 * fairness.LANE_PROBE_MS) is True
     # a queue whose received messages carry group ids: every short receive reads them
     fair.saw_received(Q, ["t1", None], NOW)
     assert all(fair.reads_lanes(Q, NOW + n) for n in range(3))
     # ungrouped receives alone do not count
     fair.saw_received("plain", [None], NOW)
-    fair.reads_lanes("plain", NOW)
     assert fair.reads_lanes("plain", NOW + 1) is False
 
 
