@@ -33,18 +33,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.servers import Server, start_dmq
+from bench.servers import Server, start_dmq, wait_idle
 from bench.sqs import BATCH, sqs_client
 
 FULL = {"quiet_tenants": 9, "quiet_rate": 1.0, "seconds": 15.0, "flood_rate": 80.0,
-        "flood_seconds": 8.0, "slots": 20, "process_ms": 500.0, "pollers": 2,
+        "flood_seconds": 8.0, "slots": 20, "process_ms": 500.0, "pollers": 4,
         "drain_timeout": 60.0}
 QUICK = {"quiet_tenants": 3, "quiet_rate": 2.0, "seconds": 2.0, "flood_rate": 100.0,
          "flood_seconds": 1.0, "slots": 10, "process_ms": 200.0, "pollers": 2,
          "drain_timeout": 30.0}
 # Traffic before the measured runs, on each server, so that none measures a cold start.
-WARMUP = {"quiet_tenants": 3, "quiet_rate": 5.0, "seconds": 1.5, "flood_rate": 0.0,
+WARMUP = {"quiet_tenants": 9, "quiet_rate": 2.0, "seconds": 4.0, "flood_rate": 0.0,
           "flood_seconds": 0.0}
+# After the warm-up, wait at most this long for the server to go quiet (its stream pump
+# archiving what the warm-up wrote).
+SETTLE_S = 20.0
 FLOOD = "tenant-flood"
 VISIBILITY_TIMEOUT = 120
 
@@ -253,7 +256,11 @@ def _with_server(data_dir: Path, fair: bool, phases: list[tuple[str, Config]]
     try:
         server.wait_answering()
         run_phase(server.url, "warmup", Config(**{**asdict(phases[0][1]), **WARMUP}), fair)
-        return [run_phase(server.url, name, config, fair) for name, config in phases]
+        results = []
+        for name, config in phases:
+            wait_idle(server.process.pid, timeout_s=SETTLE_S)
+            results.append(run_phase(server.url, name, config, fair))
+        return results
     finally:
         server.stop()
 

@@ -41,7 +41,7 @@ from chalicelib.service.exceptions import InvalidParameterValueError
 HALF_LIFE_MS = 3_000
 NOISY_SHARE = 0.10
 FAIR_FACTOR = 1.5
-NOISY_MIN = 30.0
+NOISY_MIN = 10.0
 STICKY_MS = 10_000
 # A tenant that sent nothing for this long is forgotten (SQS: 5 minutes of silence).
 TENANT_MEMORY_MS = 300_000
