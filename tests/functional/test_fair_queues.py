@@ -305,3 +305,19 @@ def test_a_process_that_never_saw_the_tenants_finds_the_noisy_lane_within_a_prob
     clock.advance(fairness.LANE_PROBE_MS / 1000)
     rest = [b for bodies in _drain(sqs, url, 10) for b in bodies]
     assert sorted(main + rest) == sorted(_bodies("quiet", 5) + _bodies("noisy", 60))
+
+
+def test_a_dead_lettered_message_keeps_its_group_id(sqs: Any) -> None:
+    # GIVEN a queue that moves a message to its DLQ after one receive
+    dlq = _queue(sqs, "tenants-dlq")
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    url = _queue(sqs, RedrivePolicy=json.dumps({"deadLetterTargetArn": arn,
+                                                "maxReceiveCount": "1"}))
+    sqs.send_message(QueueUrl=url, MessageBody="poison", MessageGroupId="tenant-x")
+    assert len(_receive(sqs, url, VisibilityTimeout=0)) == 1
+    # WHEN it is received again THEN it moves, and the DLQ returns it with its group id
+    assert _receive(sqs, url) == []
+    got = _receive(sqs, dlq, MessageSystemAttributeNames=["MessageGroupId"])
+    assert [(m["Body"], m["Attributes"]["MessageGroupId"]) for m in got] == [
+        ("poison", "tenant-x")]
