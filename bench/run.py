@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import fair
 from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
@@ -204,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command-line entry point."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
+    # Fair queues: the quiet tenants' dwell time under a flood (servers of its own).
+    fair.main(["--quick"] if parse_args(argv).quick else [])
     return 0
 
 

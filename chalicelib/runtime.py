@@ -23,6 +23,7 @@ from chalicelib.runtime_types import Backend
 from chalicelib.secrets import receipt_key
 from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.failover import FailoverManager
+from chalicelib.service.fairness import Fairness
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
@@ -161,6 +162,7 @@ class Runtime:
             stores, ReceiptCodec(self._receipt_key(settings)), self._clock, Wakeups(),
             queue_by_arn, settings.long_poll_interval_ms,
             SyncReplicas(self.backend, self.health, self.lag),
+            Fairness(settings.fair_queues),
         )
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)

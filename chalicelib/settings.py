@@ -76,6 +76,9 @@ class Settings:
     # How long one run of the move-task handler keeps stepping the running tasks (0: one
     # pass). On Lambda it runs once a minute, within the 30 s timeout; locally every second.
     move_task_run_s: float = 0.0
+    # Fair queues: a standard queue's noisy tenants wait behind the others (DMQ_FAIR_QUEUES,
+    # "on" or "off"; docs/fair-queues.md).
+    fair_queues: bool = True
 
     @property
     def store_budget_s(self) -> float:
@@ -141,6 +144,8 @@ class Settings:
             data_dir=env.get("DMQ_DATA_DIR") or None,
             archive_bucket=env.get("DMQ_ARCHIVE_BUCKET") or None,
             usage_flush_s=float(env.get("DMQ_USAGE_FLUSH_S", base.usage_flush_s)),
+            fair_queues=env.get("DMQ_FAIR_QUEUES", "on").strip().lower() not in (
+                "off", "false", "0", "no"),
             export_interval_s=float(env.get("DMQ_EXPORT_INTERVAL_S", base.export_interval_s)),
             store_connect_timeout_s=float(
                 env.get("DMQ_STORE_CONNECT_TIMEOUT_S", base.store_connect_timeout_s)),

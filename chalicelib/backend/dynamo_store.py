@@ -21,6 +21,7 @@ from chalicelib.domain.exceptions import (
     StoreUnavailableError,
     TransactionCancelledError,
 )
+from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 from chalicelib.dynamo_errors import lost_race, translate_errors
 
@@ -131,9 +132,11 @@ class DynamoMessageStore:
 
     # -- receive --------------------------------------------------------------------------
     def find_candidates(
-        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None
+        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None,
+        low: int = 0,
     ) -> CandidatePage:
-        """Query the visibility index: `pk = :shard AND visible_at <= :now`, oldest first."""
+        """Query the visibility index: `pk = :shard AND visible_at <= :now`, oldest first
+        (from `low` on, when given: the noisy lane of a fair queue)."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": VISIBLE_INDEX,
@@ -144,6 +147,9 @@ class DynamoMessageStore:
             },
             "Limit": limit,
         }
+        if low:
+            kwargs["KeyConditionExpression"] = "pk = :pk AND visible_at BETWEEN :low AND :now"
+            kwargs["ExpressionAttributeValues"][":low"] = {"N": str(low)}
         if after is not None:
             kwargs["ExclusiveStartKey"] = {
                 **items.key(queue_id, shard, after.message_id),
@@ -364,9 +370,12 @@ class DynamoMessageStore:
         backlog: visible is what the counter holds beyond them.
         """
         total = self._counters.total(self.table, queue_id, shard)
-        pk = {":pk": {"S": items.partition_key(queue_id, shard)}, ":now": {"N": str(now_ms)}}
+        # The noisy lane of a fair queue (from LANE_BASE on) waits visible: it is not read.
+        pk = {":pk": {"S": items.partition_key(queue_id, shard)}, ":now": {"N": str(now_ms + 1)},
+              ":lane": {"N": str(LANE_BASE - 1)}}
         in_flight = delayed = 0
-        for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at > :now",
+        for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at BETWEEN :now "
+                                "AND :lane",
                                 ExpressionAttributeValues=pk, ProjectionExpression="rc"):
             for item in page.get("Items", []):
                 if int(item["rc"]["N"]) > 0:

@@ -8,6 +8,7 @@ from typing import Any
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.store import MessageStore
+from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Candidate
 from chalicelib.domain.queues import QueueRecord
 
@@ -40,15 +41,18 @@ def sweep_expired(stores: ClusterStores, queues: Iterable[QueueRecord], now_ms: 
     removed = 0
     for queue in queues:
         for shard in queue.shards:
-            removed += _sweep_shard(stores.of(shard.cluster), queue.queue_id, shard.id, now_ms)
+            for low in (0, LANE_BASE):  # the main lane, then a fair queue's noisy lane
+                removed += _sweep_shard(stores.of(shard.cluster), queue.queue_id, shard.id,
+                                        now_ms, low)
     return removed
 
 
-def _sweep_shard(store: MessageStore, queue_id: str, shard: int, now_ms: int) -> int:
+def _sweep_shard(store: MessageStore, queue_id: str, shard: int, now_ms: int,
+                 low: int = 0) -> int:
     removed = 0
     after: Candidate | None = None
     for _ in range(SWEEP_MAX_PAGES):
-        page = store.find_candidates(queue_id, shard, now_ms, SWEEP_PAGE, after)
+        page = store.find_candidates(queue_id, shard, low + now_ms, SWEEP_PAGE, after, low)
         expired = [c.message_id for c in page.candidates if c.expires_ms <= now_ms]
         if expired:
             store.delete_expired(queue_id, shard, expired)

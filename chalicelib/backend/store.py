@@ -46,9 +46,11 @@ class MessageStore(Protocol):
         ...
 
     def find_candidates(
-        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None
+        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None,
+        low: int = 0,
     ) -> CandidatePage:
-        """Read up to `limit` visible candidates from the visibility index, oldest first."""
+        """Read up to `limit` candidates with `low <= visible_at <= now_ms` from the
+        visibility index, oldest first."""
         ...
 
     def claim(

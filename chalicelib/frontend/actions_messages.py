@@ -34,6 +34,7 @@ def _send_request(p: Params, entry_id: str = "", trace_header: str | None = None
         attributes=p.message_attributes("MessageAttributes"),
         system_attributes=p.message_attributes("MessageSystemAttributes"),
         trace_header=trace_header,
+        message_group_id=p.optional_str("MessageGroupId"),
     )
 
 
@@ -109,6 +110,8 @@ def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
         values["AWSTraceHeader"] = trace.string_value
     if message.dead_letter_source_arn:
         values["DeadLetterQueueSourceArn"] = message.dead_letter_source_arn
+    if message.message_group_id is not None:
+        values["MessageGroupId"] = message.message_group_id
     every = "All" in names
     return {k: values[k] for k in SYSTEM_NAMES if k in values and (every or k in names)}
 

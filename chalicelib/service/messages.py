@@ -14,6 +14,7 @@ from chalicelib.backend.store import CandidatePage, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
 from chalicelib.domain.exceptions import StoreError
+from chalicelib.domain.lanes import LANE_BASE, lane_slot
 from chalicelib.domain.messages import (
     AttributeValue,
     Candidate,
@@ -26,8 +27,8 @@ from chalicelib.domain.messages import (
     new_message_id,
 )
 from chalicelib.domain.queues import QueueRecord, Shard
+from chalicelib.service import fairness, shards
 from chalicelib.service import message_rules as rules
-from chalicelib.service import shards
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
 from chalicelib.service.checksums import md5_of_attributes, md5_of_body
 from chalicelib.service.exceptions import (
@@ -62,6 +63,7 @@ class SendRequest:
     # The X-Amzn-Trace-Id header of the request: the AWSTraceHeader of a message that
     # does not carry its own.
     trace_header: str | None = None
+    message_group_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,9 @@ class MessageService:
         self, stores: ClusterStores, receipts: ReceiptCodec, clock: Clock, wakeups: Wakeups,
         queue_by_arn: QueueByArn, poll_interval_ms: int = 1000,
         sync_replicas: SyncReplicate = _no_replicas,
+        fair: fairness.Fairness | None = None,
     ) -> None:
+        self.fairness = fair or fairness.Fairness()
         self._stores = stores
         self._sync_replicas = sync_replicas
         self._receipts = receipts
@@ -141,6 +145,7 @@ class MessageService:
         rules.check_system_attributes(request.system_attributes)
         rules.check_size(body, request.attributes, queue.attribute_int("MaximumMessageSize"))
         rules.check_delay(request.delay_seconds)
+        fairness.check_group_id(request.message_group_id)
         delay = request.delay_seconds
         if delay is None:
             delay = queue.attribute_int("DelaySeconds")
@@ -160,6 +165,7 @@ class MessageService:
             system_attributes=system,
             # the digest of what the client sent, as the SDKs check it
             system_attributes_md5=md5_of_attributes(request.system_attributes),
+            message_group_id=request.message_group_id,
         )
 
     def send(self, queue: QueueRecord, request: SendRequest) -> Message:
@@ -209,8 +215,9 @@ class MessageService:
         cluster = random.choice(queue.active_shards).cluster
         shards = [s for s in queue.active_shards if s.cluster == cluster]
         placed = [(random.choice(shards).id, m) for m in messages]
+        placed = self.fairness.steer(queue.queue_id, placed, self._clock.now_ms())
         unstored = self._stores.of(cluster).put_messages(queue.queue_id, placed)
-        for shard_id in {shard_id for shard_id, _ in placed}:
+        for shard_id in {fairness.slot_of(shard_id, m) for shard_id, m in placed}:
             self._touch(queue.queue_id, shard_id)
         stored = [(s, m) for s, m in placed if m.message_id not in unstored]
         self._sync_replicas(queue, cluster, stored)
@@ -264,13 +271,19 @@ class MessageService:
         offset = random.randrange(len(ring))
         now = self._clock.now_ms()
         try:
-            for step in range(len(ring)):
-                shard = ring[(offset + step) % len(ring)]
-                if self._known_empty(queue.queue_id, shard.id, now):
-                    continue
-                self._claim_from_shard(queue, shard, wanted, timeout, got)
-                if len(got) >= wanted:
+            # The main lane of every shard, then (fair queues) what the noisy lanes hold.
+            for lane in (False, True):
+                if lane and (len(got) >= wanted
+                             or not self.fairness.reads_lanes(queue.queue_id, now)):
                     break
+                for step in range(len(ring)):
+                    shard = ring[(offset + step) % len(ring)]
+                    if self._known_empty(queue.queue_id, lane_slot(shard.id) if lane
+                                         else shard.id, now):
+                        continue
+                    self._claim_from_shard(queue, shard, wanted, timeout, got, lane)
+                    if len(got) >= wanted:
+                        break
         except StoreError:
             if not got:
                 raise
@@ -279,16 +292,24 @@ class MessageService:
         with self._lock:
             self.stats.receives += 1
             self.stats.returned += len(got)
+        self.fairness.saw_received(queue.queue_id, [r.message.message_group_id for r in got], now)
         return got
 
     def _claim_from_shard(
-        self, queue: QueueRecord, placed: Shard, wanted: int, timeout: int, got: list[Received]
+        self, queue: QueueRecord, placed: Shard, wanted: int, timeout: int, got: list[Received],
+        lane: bool = False,
     ) -> None:
-        """Claim from one shard into `got` until it holds `wanted` or the shard runs dry."""
+        """Claim from one shard into `got` until it holds `wanted` or the shard runs dry.
+
+        With `lane`, from the shard's noisy lane (fair queues): the same reads, shifted by
+        LANE_BASE, with their own frontier and empty hint.
+        """
         shard = placed.id
+        base = LANE_BASE if lane else 0
+        slot = lane_slot(shard) if lane else shard
         store = self._stores.of(placed.cluster)
-        frontier = self._frontier(queue.queue_id, shard)
-        writes = self._writes.get((queue.queue_id, shard), 0)
+        frontier = self._frontier(queue.queue_id, slot)
+        writes = self._writes.get((queue.queue_id, slot), 0)
         after: Candidate | None = None
         upcoming: list[int] = []
         for round_ in range(_CLAIM_ROUNDS):
@@ -299,10 +320,10 @@ class MessageService:
             def fetch(start: Candidate | None, now: int = now, limit: int = limit) -> CandidatePage:
                 # The read reaches EMPTY_HINT_MS past now, so that a shard with nothing
                 # visible also tells, in the same request, when its next message shows.
-                page = store.find_candidates(queue.queue_id, shard, now + EMPTY_HINT_MS, limit,
-                                             start)
-                visible = [c for c in page.candidates if c.visible_at <= now]
-                later = [c.visible_at for c in page.candidates if c.visible_at > now]
+                page = store.find_candidates(queue.queue_id, shard, base + now + EMPTY_HINT_MS,
+                                             limit, start, base)
+                visible = [c for c in page.candidates if c.visible_at <= base + now]
+                later = [c.visible_at - base for c in page.candidates if c.visible_at > base + now]
                 upcoming.extend(later[:1])
                 return CandidatePage(visible, page.more and not later, page.items_read)
 
@@ -314,7 +335,7 @@ class MessageService:
                 self._record(queue.queue_id, page.items_read, lost)
             if round_ == 0 and not page.candidates and not page.more:
                 until = min(upcoming) if upcoming else now + EMPTY_HINT_MS
-                self._hint_empty(queue.queue_id, shard, until, writes)
+                self._hint_empty(queue.queue_id, slot, until, writes)
             if len(got) >= wanted or not page.more or page.last is None:
                 break
             after = page.last

@@ -29,10 +29,11 @@ class MemoryStore:
             self._shard(queue_id, shard).setdefault(message.message_id, message)
 
     def find_candidates(
-        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None
+        self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None,
+        low: int = 0,
     ) -> CandidatePage:
         ordered = sorted(
-            (m for m in self._shard(queue_id, shard).values() if m.visible_at <= now_ms),
+            (m for m in self._shard(queue_id, shard).values() if low <= m.visible_at <= now_ms),
             key=lambda m: (m.visible_at, m.message_id),
         )
         if after is not None:
