@@ -43,6 +43,10 @@ class Message:
     claim_token: str = ""
     body_key: str | None = None
     attributes_key: str | None = None
+    # FIFO queues only: MessageGroupId, MessageDeduplicationId and SequenceNumber.
+    group_id: str | None = None
+    dedup_id: str | None = None
+    sequence_number: str | None = None
 
     def is_visible(self, now_ms: int) -> bool:
         """True when a receive may claim it."""

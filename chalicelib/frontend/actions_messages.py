@@ -13,6 +13,7 @@ from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
 from chalicelib.service.checksums import md5_of_attributes
 from chalicelib.service.exceptions import InvalidParameterValueError
+from chalicelib.service.fifo import check_attempt_id
 from chalicelib.service.messages import EntryFailure, HandleEntry, Received, SendRequest
 
 Response = dict[str, Any]
@@ -29,6 +30,8 @@ def _send_request(p: Params, entry_id: str = "") -> SendRequest:
         delay_seconds=p.optional_int("DelaySeconds"),
         attributes=p.message_attributes("MessageAttributes"),
         system_attributes=p.message_attributes("MessageSystemAttributes"),
+        message_group_id=p.optional_str("MessageGroupId"),
+        deduplication_id=p.optional_str("MessageDeduplicationId"),
     )
 
 
@@ -38,6 +41,8 @@ def _sent(message: Message) -> Response:
         result["MD5OfMessageAttributes"] = message.attributes_md5
     if message.system_attributes_md5:
         result["MD5OfMessageSystemAttributes"] = message.system_attributes_md5
+    if message.sequence_number:
+        result["SequenceNumber"] = message.sequence_number
     return result
 
 
@@ -78,7 +83,9 @@ def receive_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     max_messages = _bounded(p, "MaxNumberOfMessages", 1, 10) or 1
     visibility = _bounded(p, "VisibilityTimeout", 0, 43_200)
     wait = _bounded(p, "WaitTimeSeconds", 0, 20)
-    received = svc.messages.receive(queue, max_messages, visibility, wait)
+    attempt_id = p.optional_str("ReceiveRequestAttemptId")
+    check_attempt_id(attempt_id)
+    received = svc.messages.receive(queue, max_messages, visibility, wait, attempt_id)
     if not received:
         return {}
     system = set(p.str_list("AttributeNames")) | set(p.str_list("MessageSystemAttributeNames"))
@@ -93,6 +100,10 @@ def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
         "ApproximateReceiveCount": str(message.receive_count),
         "ApproximateFirstReceiveTimestamp": str(message.first_receive_ms),
     }
+    fifo_values = {"MessageGroupId": message.group_id,
+                   "MessageDeduplicationId": message.dedup_id,
+                   "SequenceNumber": message.sequence_number}
+    values.update({k: v for k, v in fifo_values.items() if v})
     trace = message.system_attributes.get("AWSTraceHeader")
     if trace is not None and trace.string_value:
         values["AWSTraceHeader"] = trace.string_value

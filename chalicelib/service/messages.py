@@ -6,10 +6,11 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.store import CandidatePage, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
@@ -26,6 +27,7 @@ from chalicelib.domain.messages import (
     new_message_id,
 )
 from chalicelib.domain.queues import QueueRecord, Shard
+from chalicelib.service import fifo as fifo_rules
 from chalicelib.service import message_rules as rules
 from chalicelib.service import shards
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
@@ -59,6 +61,8 @@ class SendRequest:
     delay_seconds: int | None = None
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
     system_attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    message_group_id: str | None = None
+    deduplication_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,10 @@ class MessageService:
         self, stores: ClusterStores, receipts: ReceiptCodec, clock: Clock, wakeups: Wakeups,
         queue_by_arn: QueueByArn, poll_interval_ms: int = 1000,
         sync_replicas: SyncReplicate = _no_replicas,
+        fifo_stores: Mapping[str, FifoStore] | None = None,
     ) -> None:
         self._stores = stores
+        self._fifo = fifo_rules.FifoService(fifo_stores or {}, receipts, clock, queue_by_arn)
         self._sync_replicas = sync_replicas
         self._receipts = receipts
         self._clock = clock
@@ -155,9 +161,24 @@ class MessageService:
             system_attributes_md5=md5_of_attributes(request.system_attributes),
         )
 
+    def _prepare_any(self, queue: QueueRecord, request: SendRequest, now: int) -> Message:
+        """A standard or FIFO message, validated; FIFO ones carry their group and dedup id."""
+        if not fifo_rules.is_fifo(queue):
+            fifo_rules.check_standard_send(request.deduplication_id)
+            return self._prepare(queue, request, now)
+        message = self._prepare(queue, replace(request, delay_seconds=None), now)
+        fifo_rules.check_fifo_send(queue, request.message_group_id, request.deduplication_id,
+                                   request.delay_seconds)
+        return fifo_rules.with_fifo_ids(queue, message, request.message_group_id or "",
+                                        request.deduplication_id, now)
+
     def send(self, queue: QueueRecord, request: SendRequest) -> Message:
         """SendMessage: validate, store, wake long polls. Raises the SQS error on failure."""
-        message = self._prepare(queue, request, self._clock.now_ms())
+        message = self._prepare_any(queue, request, self._clock.now_ms())
+        if fifo_rules.is_fifo(queue):
+            (stored,) = self._fifo.store(queue, [message])
+            self._wakeups.notify(queue.queue_id)
+            return stored
         if self._store_spread(queue, [message]):
             raise ServiceUnavailableError("The message could not be stored; retry the request.")
         self._wakeups.notify(queue.queue_id)
@@ -174,13 +195,21 @@ class MessageService:
                 f"{total} bytes."
             )
         now = self._clock.now_ms()
+        if fifo_rules.is_fifo(queue):
+            fifo_rules.check_fifo_batch(
+                queue, [(r.message_group_id, r.deduplication_id) for r in requests])
         prepared: list[tuple[str, Message]] = []
         failures: list[EntryFailure] = []
         for request in requests:
             try:
-                prepared.append((request.entry_id, self._prepare(queue, request, now)))
+                prepared.append((request.entry_id, self._prepare_any(queue, request, now)))
             except SqsError as error:
                 failures.append(EntryFailure.of(request.entry_id, error))
+        if fifo_rules.is_fifo(queue):
+            stored = self._fifo.store(queue, [m for _, m in prepared])
+            if stored:
+                self._wakeups.notify(queue.queue_id)
+            return [(e, m) for (e, _), m in zip(prepared, stored, strict=True)], failures
         unstored = self._store_spread(queue, [m for _, m in prepared])
         sent = [(e, m) for e, m in prepared if m.message_id not in unstored]
         failures += [
@@ -222,9 +251,22 @@ class MessageService:
     # -- receive -----------------------------------------------------------------------
     def receive(
         self, queue: QueueRecord, max_messages: int, visibility_timeout: int | None,
-        wait_seconds: int | None,
+        wait_seconds: int | None, attempt_id: str | None = None,
     ) -> list[Received]:
-        """ReceiveMessage: claim up to `max_messages`, long-polling up to `wait_seconds`."""
+        """ReceiveMessage: claim up to `max_messages`, long-polling up to `wait_seconds`.
+        On a FIFO queue a live ReceiveRequestAttemptId returns that attempt's messages."""
+        once: Callable[[QueueRecord, int, int], list[Received]] = self._receive_once
+        if fifo_rules.is_fifo(queue):
+            if attempt_id:
+                replayed = self._fifo.replay(queue, attempt_id)
+                if replayed is not None:
+                    return [Received(r.message, r.receipt_handle) for r in replayed]
+
+            def fifo_once(queue: QueueRecord, wanted: int, timeout: int) -> list[Received]:
+                return [Received(r.message, r.receipt_handle)
+                        for r in self._fifo.receive_once(queue, wanted, timeout, attempt_id)]
+
+            once = fifo_once
         timeout = visibility_timeout
         if timeout is None:
             timeout = queue.attribute_int("VisibilityTimeout")
@@ -236,7 +278,7 @@ class MessageService:
         wall_deadline = time.monotonic() + wait
         while True:
             seen = self._wakeups.generation(queue.queue_id)
-            got = self._receive_once(queue, max_messages, timeout)
+            got = once(queue, max_messages, timeout)
             remaining = min(deadline - self._clock.now_ms(),
                             (wall_deadline - time.monotonic()) * 1000)
             if got or remaining <= 0:
@@ -461,6 +503,12 @@ class MessageService:
     ) -> tuple[list[str], list[EntryFailure]]:
         """DeleteMessage(Batch): stale handles succeed and delete nothing, as in SQS."""
         refs, failures = self._decode(queue, entries)
+        if fifo_rules.is_fifo(queue):
+            handles = {e.entry_id: e.receipt_handle for e in entries}
+            failed = self._fifo.delete(queue, [(i, handles[i], r) for i, r in refs])
+            gone = {entry_id for entry_id, _ in failed}
+            return ([i for i, _ in refs if i not in gone],
+                    failures + [EntryFailure(i, error) for i, error in failed])
         for cluster, group in _by_cluster(queue, [ref for _, ref in refs]).items():
             self._stores.of(cluster).delete_claimed(group)
         return [entry_id for entry_id, _ in refs], failures
@@ -483,7 +531,11 @@ class MessageService:
         now = self._clock.now_ms()
         timeouts = {e.entry_id: e.visibility_timeout for e in valid}
         changes = [VisibilityChange(ref, now + timeouts[eid] * 1000) for eid, ref in refs]
-        outcomes = self._change_visibility(queue, changes, now)
+        if fifo_rules.is_fifo(queue):
+            outcomes = [VisibilityOutcome(self._fifo.change_visibility(
+                queue, c.ref, timeouts[eid])) for (eid, _), c in zip(refs, changes, strict=True)]
+        else:
+            outcomes = self._change_visibility(queue, changes, now)
         done: list[str] = []
         for (entry_id, _ref), outcome in zip(refs, outcomes, strict=True):
             if outcome is VisibilityOutcome.CHANGED:
@@ -529,10 +581,14 @@ class MessageService:
     # -- queue-wide ----------------------------------------------------------------------
     def purge(self, queue: QueueRecord) -> int:
         """Delete every message of every shard."""
+        if fifo_rules.is_fifo(queue):
+            return self._fifo.purge(queue)
         return sum(self._stores.of(s.cluster).purge(queue.queue_id, s.id) for s in queue.shards)
 
     def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
         """The oldest live messages of every shard, read without claiming (inspection)."""
+        if fifo_rules.is_fifo(queue):
+            return self._fifo.peek(queue, limit)
         now = self._clock.now_ms()
         found: list[Message] = []
         for shard in queue.shards:
@@ -542,6 +598,8 @@ class MessageService:
 
     def counts(self, queue: QueueRecord) -> Counts:
         """Approximate counts over every shard."""
+        if fifo_rules.is_fifo(queue):
+            return self._fifo.counts(queue)
         now = self._clock.now_ms()
         total = Counts()
         for shard in queue.shards:

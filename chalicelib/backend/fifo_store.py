@@ -1,0 +1,656 @@
+"""FIFO messages on DynamoDB: group items, ordered message items, dedup and attempt records.
+
+The layout is in `chalicelib.domain.fifo`. Every write that must agree with another is one
+TransactWriteItems:
+
+- a send puts each message with its dedup item (conditional on no live dedup item) and
+  updates its group item (message count `n`, last sequence number `last`, conditional on
+  `last` being older than the batch's first number, so that a group's messages are
+  committed in sequence order even with concurrent senders), plus the shard's counter;
+- a receive claims the group item (conditional on the `visible_at` it read: one winner)
+  together with the first messages of the group, and records the receive attempt;
+- a delete removes the message (conditional on it being in flight) and takes it out of
+  the group's in-flight set `ifl`; when the set is empty the group is released.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from chalicelib.backend import items
+from chalicelib.backend.items import VISIBLE_INDEX, Item
+from chalicelib.domain import fifo
+from chalicelib.domain.exceptions import (
+    ConditionFailedError,
+    StoreUnavailableError,
+    TransactionCancelledError,
+)
+from chalicelib.domain.messages import Counts, Message, MessageRef
+from chalicelib.dynamo_errors import translate_errors
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+    from chalicelib.backend.dynamo_store import DynamoMessageStore
+
+SEND_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """A group item as a receive sees it."""
+
+    shard: int
+    group: str
+    visible_at: int
+    last: str
+    in_flight: int
+
+
+@dataclass(frozen=True)
+class FifoEntry:
+    """A stored FIFO message with its shard and sort key."""
+
+    shard: int
+    sort_key: str
+    message: Message
+    until: int  # end of its visibility timeout (0 if never received)
+    ready_at: int  # when its send delay ends
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """What a send stored: the message as stored, or the original of a duplicate."""
+
+    message: Message
+    duplicate: bool
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+class FifoStore:
+    """FIFO primitives over one messages table; the ordering rules live in the service."""
+
+    def __init__(self, base: DynamoMessageStore) -> None:
+        self._base = base
+        self._db: DynamoDBClient = base.client
+        self.table = base.table
+
+    # -- keys ---------------------------------------------------------------------------
+    def _key(self, pk: str, sk: str) -> Item:
+        return {"pk": _s(pk), "sk": _s(sk)}
+
+    @staticmethod
+    def dedup_pk(queue_id: str, shard: int, scope: str) -> str:
+        """Dedup items of scope `queue` share one partition; `messageGroup` ones live in
+        their group's shard."""
+        if scope == "messageGroup":
+            return items.partition_key(queue_id, shard)
+        return f"{queue_id}#dedup"
+
+    # -- send ---------------------------------------------------------------------------
+    def reserve(self, queue_id: str, shard: int, count: int) -> int:
+        """Reserve `count` sequence numbers of a shard: one atomic ADD; returns the first."""
+        with translate_errors():
+            result = self._db.update_item(
+                TableName=self.table, Key=self._key(items.partition_key(queue_id, shard),
+                                                    fifo.SEQUENCE_KEY),
+                UpdateExpression="ADD n :k", ExpressionAttributeValues={":k": _n(count)},
+                ReturnValues="UPDATED_NEW",
+            )
+        return int(result["Attributes"]["n"]["N"]) - count + 1
+
+    def send(
+        self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]], now_ms: int
+    ) -> list[SendOutcome]:
+        """Store messages (each with its shard, group and dedup id) in order.
+
+        A message whose dedup id is live (sent within 5 minutes, even if deleted since)
+        is not stored: the outcome is the original's id and sequence number. Duplicates
+        inside the batch resolve to the first of them.
+        """
+        outcomes: dict[int, SendOutcome] = {}
+        first_of: dict[tuple[str, str], int] = {}
+        pending: list[int] = []
+        for index, (shard, message) in enumerate(placed):
+            dkey = (self.dedup_pk(queue_id, shard, scope),
+                    fifo.dedup_key(scope, message.group_id or "", message.dedup_id or ""))
+            if dkey in first_of:
+                continue
+            first_of[dkey] = index
+            pending.append(index)
+        for _ in range(SEND_ROUNDS):
+            if not pending:
+                break
+            pending = self._send_round(queue_id, scope, placed, pending, outcomes, now_ms)
+        if pending:
+            raise StoreUnavailableError("FIFO sends kept conflicting")
+        for index, (shard, message) in enumerate(placed):
+            if index in outcomes:
+                continue
+            dkey = (self.dedup_pk(queue_id, shard, scope),
+                    fifo.dedup_key(scope, message.group_id or "", message.dedup_id or ""))
+            original = outcomes[first_of[dkey]].message
+            outcomes[index] = SendOutcome(message.with_changes(
+                message_id=original.message_id, sequence_number=original.sequence_number),
+                True)
+        return [outcomes[i] for i in range(len(placed))]
+
+    def _send_round(
+        self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]],
+        pending: list[int], outcomes: dict[int, SendOutcome], now_ms: int,
+    ) -> list[int]:
+        per_shard = Counter(placed[i][0] for i in pending)
+        next_number = {s: self.reserve(queue_id, s, n) for s, n in per_shard.items()}
+        numbered: list[tuple[int, int, Message]] = []
+        for index in pending:
+            shard, message = placed[index]
+            sequence = fifo.sequence_number(next_number[shard], shard)
+            next_number[shard] += 1
+            numbered.append((index, shard, message.with_changes(sequence_number=sequence)))
+        ops: list[dict[str, Any]] = []
+        owners: list[int | None] = []
+        for index, shard, message in numbered:
+            ops.append(self._dedup_put(queue_id, scope, shard, message, now_ms))
+            owners.append(index)
+            ops.append({"Put": {"TableName": self.table,
+                                "Item": self._message_item(queue_id, shard, message)}})
+            owners.append(None)
+        groups: dict[tuple[int, str], list[Message]] = {}
+        for _, shard, message in numbered:
+            groups.setdefault((shard, message.group_id or ""), []).append(message)
+        for (shard, group), messages in groups.items():
+            ops.append(self._group_append(queue_id, shard, group, messages))
+            owners.append(None)
+        for shard, count in per_shard.items():
+            ops.append(self._base.counters.add_op(
+                self.table, items.partition_key(queue_id, shard), count))
+            owners.append(None)
+        try:
+            with translate_errors():
+                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+        except TransactionCancelledError as exc:
+            retry = list(pending)
+            for owner, reason in zip(owners, exc.reasons, strict=False):
+                if owner is None or reason.get("Code") != "ConditionalCheckFailed":
+                    continue
+                found = reason.get("Item") or {}
+                if "mid" in found:
+                    original = placed[owner][1].with_changes(
+                        message_id=found["mid"]["S"], sequence_number=found["seq"]["S"])
+                    outcomes[owner] = SendOutcome(original, True)
+                    retry.remove(owner)
+            return retry
+        for index, _, message in numbered:
+            outcomes[index] = SendOutcome(message, False)
+        return []
+
+    def _dedup_put(
+        self, queue_id: str, scope: str, shard: int, message: Message, now_ms: int
+    ) -> dict[str, Any]:
+        expires = now_ms + fifo.DEDUP_WINDOW_MS
+        item = {
+            **self._key(self.dedup_pk(queue_id, shard, scope),
+                        fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "")),
+            "mid": _s(message.message_id), "seq": _s(message.sequence_number or ""),
+            "exp_ms": _n(expires), "expires_at": _n(expires // 1000 + 1),
+        }
+        return {"Put": {
+            "TableName": self.table, "Item": item,
+            "ConditionExpression": "attribute_not_exists(sk) OR exp_ms <= :now",
+            "ExpressionAttributeValues": {":now": _n(now_ms)},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }}
+
+    def _message_item(self, queue_id: str, shard: int, message: Message) -> Item:
+        """A FIFO message item: no `visible_at` (only its group item is in the index)."""
+        stored = self._base.offload(queue_id, message)
+        item = items.to_item(queue_id, shard, stored)
+        del item["visible_at"]
+        group = message.group_id or ""
+        item["sk"] = _s(fifo.message_key(group, message.sequence_number or ""))
+        item.update({
+            "mid": _s(message.message_id), "group": _s(group),
+            "gseq": _s(message.sequence_number or ""), "ddid": _s(message.dedup_id or ""),
+            "va": _n(message.visible_at), "until": _n(0),
+        })
+        return item
+
+    def _group_append(
+        self, queue_id: str, shard: int, group: str, messages: list[Message]
+    ) -> dict[str, Any]:
+        first = min(m.sequence_number or "" for m in messages)
+        last = max(m.sequence_number or "" for m in messages)
+        ready = min(m.visible_at for m in messages)
+        return {"Update": {
+            "TableName": self.table,
+            "Key": self._key(items.partition_key(queue_id, shard), fifo.group_key(group)),
+            "UpdateExpression": "SET visible_at = if_not_exists(visible_at, :va), "
+                                "expires_ms = :never, #last = :last ADD n :k",
+            "ConditionExpression": "attribute_not_exists(#last) OR #last < :first",
+            "ExpressionAttributeNames": {"#last": "last"},
+            "ExpressionAttributeValues": {":va": _n(ready), ":never": _n(fifo.NEVER_MS),
+                                          ":last": _s(last), ":first": _s(first),
+                                          ":k": _n(len(messages))},
+        }}
+
+    # -- receive ------------------------------------------------------------------------
+    def ready_groups(self, queue_id: str, shard: int, now_ms: int, limit: int) -> list[GroupState]:
+        """Groups whose `visible_at` has come, oldest first (the visibility index)."""
+        with translate_errors():
+            result = self._db.query(
+                TableName=self.table, IndexName=VISIBLE_INDEX,
+                KeyConditionExpression="pk = :pk AND visible_at <= :now",
+                ExpressionAttributeValues={":pk": _s(items.partition_key(queue_id, shard)),
+                                           ":now": _n(now_ms)},
+                ProjectionExpression="sk, visible_at, #last, ifl",
+                ExpressionAttributeNames={"#last": "last"}, Limit=limit,
+            )
+        return [self._group_state(shard, item) for item in result.get("Items", [])]
+
+    @staticmethod
+    def _group_state(shard: int, item: Item) -> GroupState:
+        return GroupState(shard, fifo.group_of_key(str(item["sk"]["S"])),
+                          int(item["visible_at"]["N"]), str(item.get("last", {}).get("S", "")),
+                          len(item.get("ifl", {}).get("SS", [])))
+
+    def head(self, queue_id: str, shard: int, group: str, limit: int) -> list[FifoEntry]:
+        """The first `limit` messages of a group, in sequence order (consistent read)."""
+        with translate_errors():
+            result = self._db.query(
+                TableName=self.table, ConsistentRead=True, Limit=limit,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+                ExpressionAttributeValues={":pk": _s(items.partition_key(queue_id, shard)),
+                                           ":prefix": _s(fifo.message_prefix(group))},
+            )
+        return [self.entry(item) for item in result.get("Items", [])]
+
+    def entry(self, item: Item) -> FifoEntry:
+        """The FifoEntry of a message item (bodies kept in S3 are loaded)."""
+        loaded = self._base.load(item)
+        message = loaded.with_changes(
+            message_id=str(item["mid"]["S"]), group_id=str(item["group"]["S"]),
+            dedup_id=str(item.get("ddid", {}).get("S", "")) or None,
+            sequence_number=str(item["gseq"]["S"]), visible_at=int(item["va"]["N"]),
+        )
+        return FifoEntry(items.shard_of(item), str(item["sk"]["S"]), message,
+                         int(item.get("until", {}).get("N", "0")), int(item["va"]["N"]))
+
+    def claim(
+        self, queue_id: str, group: GroupState, entries: Sequence[FifoEntry], until: int,
+        token: str, now_ms: int, attempt: tuple[str, str, bool] | None = None,
+    ) -> bool:
+        """Hold the group and claim its first messages in one transaction; False if another
+        receiver took the group first (or a message went meanwhile)."""
+        pk = items.partition_key(queue_id, group.shard)
+        ops: list[dict[str, Any]] = [{"Update": {
+            "TableName": self.table, "Key": self._key(pk, fifo.group_key(group.group)),
+            "UpdateExpression": "SET visible_at = :until, claim = :tok, ifl = :ifl",
+            "ConditionExpression": "visible_at = :seen",
+            "ExpressionAttributeValues": {
+                ":until": _n(until), ":tok": _s(token), ":seen": _n(group.visible_at),
+                ":ifl": {"SS": [e.sort_key for e in entries]},
+            },
+        }}]
+        for entry in entries:
+            ops.append({"Update": {
+                "TableName": self.table, "Key": self._key(pk, entry.sort_key),
+                "UpdateExpression": "SET claim = :tok, #until = :until, rc = rc + :one, "
+                                    "rcv = :now, frc = if_not_exists(frc, :now)",
+                "ConditionExpression": "attribute_exists(sk)",
+                "ExpressionAttributeNames": {"#until": "until"},
+                "ExpressionAttributeValues": {":tok": _s(token), ":until": _n(until),
+                                              ":one": _n(1), ":now": _n(now_ms)},
+            }})
+        if attempt is not None:
+            ops.append(self._attempt_op(queue_id, attempt, group.shard, entries, token, now_ms))
+        try:
+            with translate_errors():
+                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+        except TransactionCancelledError:
+            return False
+        return True
+
+    def set_group_visible_at(self, queue_id: str, group: GroupState, visible_at: int) -> None:
+        """Move a group's `visible_at` (its head is delayed), if nobody moved it first."""
+        try:
+            with translate_errors():
+                self._db.update_item(
+                    TableName=self.table,
+                    Key=self._key(items.partition_key(queue_id, group.shard),
+                                  fifo.group_key(group.group)),
+                    UpdateExpression="SET visible_at = :vis",
+                    ConditionExpression="visible_at = :seen",
+                    ExpressionAttributeValues={":vis": _n(visible_at),
+                                               ":seen": _n(group.visible_at)})
+        except ConditionFailedError:
+            return
+
+    def drop_group(self, queue_id: str, group: GroupState) -> None:
+        """Delete the item of a group found empty, unless a send added to it since."""
+        condition = "visible_at = :seen AND #last = :last" if group.last else \
+            "visible_at = :seen AND attribute_not_exists(#last)"
+        values = {":seen": _n(group.visible_at)}
+        if group.last:
+            values[":last"] = _s(group.last)
+        try:
+            with translate_errors():
+                self._db.delete_item(
+                    TableName=self.table,
+                    Key=self._key(items.partition_key(queue_id, group.shard),
+                                  fifo.group_key(group.group)),
+                    ConditionExpression=condition, ExpressionAttributeNames={"#last": "last"},
+                    ExpressionAttributeValues=values)
+        except ConditionFailedError:
+            return
+
+    def remove_head(self, queue_id: str, group: GroupState, entries: Sequence[FifoEntry]) -> bool:
+        """Delete messages at the head of an unheld group (expired ones), one transaction."""
+        pk = items.partition_key(queue_id, group.shard)
+        ops: list[dict[str, Any]] = [{"Update": {
+            "TableName": self.table, "Key": self._key(pk, fifo.group_key(group.group)),
+            "UpdateExpression": "ADD n :minus", "ConditionExpression": "visible_at = :seen",
+            "ExpressionAttributeValues": {":seen": _n(group.visible_at),
+                                          ":minus": _n(-len(entries))}}}]
+        ops += [{"Delete": {"TableName": self.table, "Key": self._key(pk, e.sort_key)}}
+                for e in entries]
+        ops.append(self._base.counters.add_op(self.table, pk, -len(entries)))
+        try:
+            with translate_errors():
+                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+        except TransactionCancelledError:
+            return False
+        return True
+
+    def move(
+        self, queue_id: str, group: GroupState, entry: FifoEntry, target_queue_id: str,
+        target_shard: int, moved: Message,
+    ) -> bool:
+        """Move the head message of an unheld group to a FIFO dead-letter queue: delete it
+        here and append it to its group in the target, one transaction. The target keeps
+        the message id, group and dedup id; it takes the target shard's next number."""
+        pk = items.partition_key(queue_id, group.shard)
+        number = self.reserve(target_queue_id, target_shard, 1)
+        sequence = fifo.sequence_number(number, target_shard)
+        copy = moved.with_changes(sequence_number=sequence)
+        ops: list[dict[str, Any]] = [
+            {"Update": {
+                "TableName": self.table, "Key": self._key(pk, fifo.group_key(group.group)),
+                "UpdateExpression": "ADD n :minus",
+                "ConditionExpression": "visible_at = :seen",
+                "ExpressionAttributeValues": {":seen": _n(group.visible_at), ":minus": _n(-1)}}},
+            {"Delete": {"TableName": self.table, "Key": self._key(pk, entry.sort_key),
+                        "ConditionExpression": "attribute_exists(sk)"}},
+            {"Put": {"TableName": self.table,
+                     "Item": self._message_item(target_queue_id, target_shard, copy)}},
+            self._group_append(target_queue_id, target_shard, copy.group_id or "", [copy]),
+            self._base.counters.add_op(self.table, pk, -1),
+            self._base.counters.add_op(
+                self.table, items.partition_key(target_queue_id, target_shard), 1),
+        ]
+        try:
+            with translate_errors():
+                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+        except TransactionCancelledError:
+            return False
+        return True
+
+    # -- receive attempts ---------------------------------------------------------------
+    def _attempt_key(self, queue_id: str, attempt_id: str) -> Item:
+        return self._key(f"{queue_id}#attempt", f"a#{attempt_id}")
+
+    def _attempt_op(
+        self, queue_id: str, attempt: tuple[str, str, bool], shard: int,
+        entries: Sequence[FifoEntry], token: str, now_ms: int,
+    ) -> dict[str, Any]:
+        """Record claimed messages under a receive attempt id: the receive's first claim
+        creates the record (unless a live one exists), its later claims append to it
+        (`rid` names the receive that owns the record)."""
+        attempt_id, receive_id, first = attempt
+        key = self._attempt_key(queue_id, attempt_id)
+        refs = [{"L": [_n(shard), _s(e.sort_key), _s(token)]} for e in entries]
+        if first:
+            expires = now_ms + fifo.ATTEMPT_WINDOW_MS
+            return {"Put": {
+                "TableName": self.table,
+                "Item": {**key, "refs": {"L": refs}, "rid": _s(receive_id),
+                         "exp_ms": _n(expires), "expires_at": _n(expires // 1000 + 1)},
+                "ConditionExpression": "attribute_not_exists(sk) OR exp_ms <= :now",
+                "ExpressionAttributeValues": {":now": _n(now_ms)}}}
+        return {"Update": {
+            "TableName": self.table, "Key": key,
+            "UpdateExpression": "SET refs = list_append(refs, :refs)",
+            "ConditionExpression": "rid = :rid",
+            "ExpressionAttributeValues": {":refs": {"L": refs}, ":rid": _s(receive_id)}}}
+
+    def attempt(self, queue_id: str, attempt_id: str, now_ms: int) -> list[MessageRef] | None:
+        """The claims a live receive attempt made, or None."""
+        with translate_errors():
+            found = self._db.get_item(TableName=self.table, ConsistentRead=True,
+                                      Key=self._attempt_key(queue_id, attempt_id))
+        item = found.get("Item")
+        if not item or int(item["exp_ms"]["N"]) <= now_ms:
+            return None
+        return [MessageRef(queue_id, int(r["L"][0]["N"]), str(r["L"][1]["S"]),
+                           str(r["L"][2]["S"])) for r in item.get("refs", {}).get("L", [])]
+
+    def read(self, refs: Sequence[MessageRef]) -> list[FifoEntry]:
+        """The message items of these refs still there, in the order given (one batch read)."""
+        if not refs:
+            return []
+        keys = [self._key(items.partition_key(r.queue_id, r.shard), r.message_id) for r in refs]
+        found: dict[tuple[str, str], Item] = {}
+        pending: list[Item] = keys
+        for _ in range(SEND_ROUNDS):
+            if not pending:
+                break
+            with translate_errors():
+                result = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": pending, "ConsistentRead": True}})
+            for item in result.get("Responses", {}).get(self.table, []):
+                found[(str(item["pk"]["S"]), str(item["sk"]["S"]))] = item
+            left: dict[str, Any] = dict(result.get("UnprocessedKeys", {}))
+            pending = list(left.get(self.table, {}).get("Keys", []))
+        ordered = [found.get((str(k["pk"]["S"]), str(k["sk"]["S"]))) for k in keys]
+        return [self.entry(item) for item in ordered if item is not None]
+
+    # -- delete and visibility ------------------------------------------------------------
+    def _group_count_op(self, pk: str, group: str, delta: int) -> dict[str, Any]:
+        return {"Update": {"TableName": self.table, "Key": self._key(pk, fifo.group_key(group)),
+                           "UpdateExpression": "ADD n :d",
+                           "ConditionExpression": "attribute_exists(sk)",
+                           "ExpressionAttributeValues": {":d": _n(delta)}}}
+
+    def delete(self, refs: Sequence[MessageRef], now_ms: int) -> dict[int, str]:
+        """Delete in-flight messages (any of their receipt handles will do, as in SQS).
+
+        Returns {index: reason} for refs not deleted: "expired" when the message is
+        visible again, nothing when it is gone already (SQS answers success). Each
+        deleted message leaves its group's in-flight set; an emptied set releases the
+        group.
+        """
+        failed: dict[int, str] = {}
+        unique: dict[tuple[int, str], int] = {}
+        for index, ref in enumerate(refs):
+            unique.setdefault((ref.shard, ref.message_id), index)
+        for index in unique.values():
+            ref = refs[index]
+            pk = items.partition_key(ref.queue_id, ref.shard)
+            group = fifo.group_of_key(ref.message_id)
+            ops: list[dict[str, Any]] = [
+                {"Delete": {"TableName": self.table, "Key": self._key(pk, ref.message_id),
+                            "ConditionExpression": "#until > :now",
+                            "ExpressionAttributeNames": {"#until": "until"},
+                            "ExpressionAttributeValues": {":now": _n(now_ms)},
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                {"Update": {"TableName": self.table, "Key": self._key(pk, fifo.group_key(group)),
+                            "UpdateExpression": "ADD n :minus DELETE ifl :sk",
+                            "ExpressionAttributeValues": {":minus": _n(-1),
+                                                          ":sk": {"SS": [ref.message_id]}}}},
+                self._base.counters.add_op(self.table, pk, -1),
+            ]
+            try:
+                with translate_errors():
+                    self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            except TransactionCancelledError as exc:
+                reason = exc.reasons[0] if exc.reasons else {}
+                if reason.get("Code") == "ConditionalCheckFailed":
+                    if reason.get("Item"):
+                        failed[index] = "expired"
+                    continue
+                raise
+            self.release(ref.queue_id, ref.shard, group, now_ms)
+        for index, ref in enumerate(refs):
+            first = unique[(ref.shard, ref.message_id)]
+            if first != index and first in failed:
+                failed[index] = failed[first]
+        return failed
+
+    def release(self, queue_id: str, shard: int, group: str, now_ms: int) -> None:
+        """A group with nothing in flight is served again at once; an empty one goes.
+        A send racing the removal of an empty group makes the next round serve it."""
+        for _ in range(3):
+            if self._release_once(queue_id, shard, group, now_ms):
+                return
+
+    def _release_once(self, queue_id: str, shard: int, group: str, now_ms: int) -> bool:
+        key = self._key(items.partition_key(queue_id, shard), fifo.group_key(group))
+        try:
+            with translate_errors():
+                self._db.update_item(
+                    TableName=self.table, Key=key,
+                    UpdateExpression="SET visible_at = :now REMOVE claim",
+                    ConditionExpression="attribute_exists(sk) AND attribute_not_exists(ifl) "
+                                        "AND n > :zero AND visible_at > :now",
+                    ExpressionAttributeValues={":now": _n(now_ms), ":zero": _n(0)},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            return True
+        except ConditionFailedError as exc:
+            old = exc.item or {}
+        if not old or "ifl" in old or int(old.get("n", {}).get("N", "0")) > 0:
+            return True  # gone, still held, or already served
+        try:
+            with translate_errors():
+                self._db.delete_item(
+                    TableName=self.table, Key=key,
+                    ConditionExpression="attribute_not_exists(ifl) AND n <= :zero",
+                    ExpressionAttributeValues={":zero": _n(0)})
+        except ConditionFailedError:
+            return False
+        return True
+
+    def change_visibility(self, ref: MessageRef, until: int, now_ms: int) -> str:
+        """Move an in-flight message's visibility (any of its handles). "changed", or
+        "not_in_flight" (visible again), or "not_found". Extending past the group's hold
+        extends the hold; ending it (0) takes the message out of the hold."""
+        pk = items.partition_key(ref.queue_id, ref.shard)
+        group = fifo.group_of_key(ref.message_id)
+        try:
+            with translate_errors():
+                self._db.update_item(
+                    TableName=self.table, Key=self._key(pk, ref.message_id),
+                    UpdateExpression="SET #until = :until",
+                    ConditionExpression="#until > :now",
+                    ExpressionAttributeNames={"#until": "until"},
+                    ExpressionAttributeValues={":until": _n(until), ":now": _n(now_ms)},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ConditionFailedError as exc:
+            return "not_in_flight" if exc.item else "not_found"
+        group_key = self._key(pk, fifo.group_key(group))
+        if until > now_ms:
+            try:
+                with translate_errors():
+                    self._db.update_item(
+                        TableName=self.table, Key=group_key,
+                        UpdateExpression="SET visible_at = :until",
+                        ConditionExpression="attribute_exists(sk) AND visible_at < :until",
+                        ExpressionAttributeValues={":until": _n(until)})
+            except ConditionFailedError:
+                pass
+            return "changed"
+        with translate_errors():
+            self._db.update_item(
+                TableName=self.table, Key=group_key, UpdateExpression="DELETE ifl :sk",
+                ConditionExpression="attribute_exists(sk)",
+                ExpressionAttributeValues={":sk": {"SS": [ref.message_id]}})
+        self.release(ref.queue_id, ref.shard, group, now_ms)
+        return "changed"
+
+    # -- counts, purge, peek ---------------------------------------------------------------
+    def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
+        """The shard's counter less what is in flight or delayed."""
+        total = self._base.counters.total(self.table, queue_id, shard)
+        in_flight, delayed = self.in_flight(queue_id, shard, now_ms)
+        return Counts(max(0, total - in_flight - delayed), in_flight, delayed)
+
+    def in_flight(self, queue_id: str, shard: int, now_ms: int) -> tuple[int, int]:
+        """(in flight, delayed) of a shard: the held groups' in-flight sets and the
+        messages of groups waiting on a delay (bounded by the hidden groups)."""
+        in_flight = delayed = 0
+        start: Item | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table, "IndexName": VISIBLE_INDEX,
+                "KeyConditionExpression": "pk = :pk AND visible_at > :now",
+                "ExpressionAttributeValues": {":pk": _s(items.partition_key(queue_id, shard)),
+                                              ":now": _n(now_ms)},
+                "ProjectionExpression": "ifl, n",
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            with translate_errors():
+                page = self._db.query(**request)
+            for item in page.get("Items", []):
+                held = len(item.get("ifl", {}).get("SS", []))
+                in_flight += held
+                if not held:
+                    delayed += int(item.get("n", {}).get("N", "0"))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return in_flight, delayed
+
+    def purge(self, queue_id: str, shard: int) -> int:
+        """Delete every FIFO message and group item of a shard (dedup items stay)."""
+        pk = items.partition_key(queue_id, shard)
+        deleted = 0
+        for prefix in (fifo.MESSAGE_PREFIX, fifo.GROUP_PREFIX):
+            start: Item | None = None
+            while True:
+                request: dict[str, Any] = {
+                    "TableName": self.table, "ProjectionExpression": "pk, sk",
+                    "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+                    "ExpressionAttributeValues": {":pk": _s(pk), ":p": _s(prefix)},
+                }
+                if start:
+                    request["ExclusiveStartKey"] = start
+                with translate_errors():
+                    page = self._db.query(**request)
+                keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}}
+                        for i in page.get("Items", [])]
+                left = self._base.batch_write(keys) if keys else []
+                if prefix == fifo.MESSAGE_PREFIX:
+                    self._base.counters.add(self.table, pk, len(left) - len(keys))
+                    deleted += len(keys) - len(left)
+                start = page.get("LastEvaluatedKey")
+                if not start:
+                    break
+        return deleted
+
+    def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
+        """The first messages of the shard's groups, without claiming them."""
+        with translate_errors():
+            result = self._db.query(
+                TableName=self.table, Limit=limit,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                ExpressionAttributeValues={":pk": _s(items.partition_key(queue_id, shard)),
+                                           ":p": _s(fifo.MESSAGE_PREFIX)})
+        return [self.entry(item).message for item in result.get("Items", [])]
