@@ -46,8 +46,6 @@ class GroupState:
     shard: int
     group: str
     visible_at: int
-    last: str
-    in_flight: int
 
 
 @dataclass(frozen=True)
@@ -235,11 +233,13 @@ class FifoStore:
             "TableName": self.table,
             "Key": self._key(items.partition_key(queue_id, shard), fifo.group_key(group)),
             "UpdateExpression": "SET visible_at = if_not_exists(visible_at, :va), "
-                                "expires_ms = :never, #last = :last ADD n :k",
+                                "expires_ms = :never, rc = if_not_exists(rc, :zero), "
+                                "#last = :last ADD n :k",
             "ConditionExpression": "attribute_not_exists(#last) OR #last < :first",
             "ExpressionAttributeNames": {"#last": "last"},
             "ExpressionAttributeValues": {":va": _n(ready), ":never": _n(fifo.NEVER_MS),
                                           ":last": _s(last), ":first": _s(first),
+                                          ":zero": _n(0),
                                           ":k": _n(len(messages))},
         }}
 
@@ -252,16 +252,14 @@ class FifoStore:
                 KeyConditionExpression="pk = :pk AND visible_at <= :now",
                 ExpressionAttributeValues={":pk": _s(items.partition_key(queue_id, shard)),
                                            ":now": _n(now_ms)},
-                ProjectionExpression="sk, visible_at, #last, ifl",
-                ExpressionAttributeNames={"#last": "last"}, Limit=limit,
+                ProjectionExpression="sk, visible_at", Limit=limit,
             )
         return [self._group_state(shard, item) for item in result.get("Items", [])]
 
     @staticmethod
     def _group_state(shard: int, item: Item) -> GroupState:
         return GroupState(shard, fifo.group_of_key(str(item["sk"]["S"])),
-                          int(item["visible_at"]["N"]), str(item.get("last", {}).get("S", "")),
-                          len(item.get("ifl", {}).get("SS", [])))
+                          int(item["visible_at"]["N"]))
 
     def head(self, queue_id: str, shard: int, group: str, limit: int) -> list[FifoEntry]:
         """The first `limit` messages of a group, in sequence order (consistent read)."""
@@ -294,11 +292,11 @@ class FifoStore:
         pk = items.partition_key(queue_id, group.shard)
         ops: list[dict[str, Any]] = [{"Update": {
             "TableName": self.table, "Key": self._key(pk, fifo.group_key(group.group)),
-            "UpdateExpression": "SET visible_at = :until, claim = :tok, ifl = :ifl",
+            "UpdateExpression": "SET visible_at = :until, claim = :tok, ifl = :ifl, rc = :held",
             "ConditionExpression": "visible_at = :seen",
             "ExpressionAttributeValues": {
                 ":until": _n(until), ":tok": _s(token), ":seen": _n(group.visible_at),
-                ":ifl": {"SS": [e.sort_key for e in entries]},
+                ":ifl": {"SS": [e.sort_key for e in entries]}, ":held": _n(len(entries)),
             },
         }}]
         for entry in entries:
@@ -336,22 +334,25 @@ class FifoStore:
             return
 
     def drop_group(self, queue_id: str, group: GroupState) -> None:
-        """Delete the item of a group found empty, unless a send added to it since."""
-        condition = "visible_at = :seen AND #last = :last" if group.last else \
-            "visible_at = :seen AND attribute_not_exists(#last)"
-        values = {":seen": _n(group.visible_at)}
-        if group.last:
-            values[":last"] = _s(group.last)
+        """Delete the item of a group found empty (its messages expired and went by TTL),
+        unless a send added to it since: its `last` sequence number is read first."""
+        key = self._key(items.partition_key(queue_id, group.shard), fifo.group_key(group.group))
+        with translate_errors():
+            found = self._db.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+        item = found.get("Item")
+        if not item or "last" not in item:
+            return
         try:
             with translate_errors():
                 self._db.delete_item(
-                    TableName=self.table,
-                    Key=self._key(items.partition_key(queue_id, group.shard),
-                                  fifo.group_key(group.group)),
-                    ConditionExpression=condition, ExpressionAttributeNames={"#last": "last"},
-                    ExpressionAttributeValues=values)
+                    TableName=self.table, Key=key,
+                    ConditionExpression="visible_at = :seen AND #last = :last",
+                    ExpressionAttributeNames={"#last": "last"},
+                    ExpressionAttributeValues={":seen": _n(group.visible_at),
+                                               ":last": item["last"]})
         except ConditionFailedError:
             return
+        self._base.counters.add(self.table, key["pk"]["S"], -max(0, int(item["n"]["N"])))
 
     def remove_head(self, queue_id: str, group: GroupState, entries: Sequence[FifoEntry]) -> bool:
         """Delete messages at the head of an unheld group (expired ones), one transaction."""
@@ -493,7 +494,7 @@ class FifoStore:
                             "ExpressionAttributeValues": {":now": _n(now_ms)},
                             "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
                 {"Update": {"TableName": self.table, "Key": self._key(pk, fifo.group_key(group)),
-                            "UpdateExpression": "ADD n :minus DELETE ifl :sk",
+                            "UpdateExpression": "ADD n :minus, rc :minus DELETE ifl :sk",
                             "ExpressionAttributeValues": {":minus": _n(-1),
                                                           ":sk": {"SS": [ref.message_id]}}}},
                 self._base.counters.add_op(self.table, pk, -1),
@@ -528,7 +529,7 @@ class FifoStore:
             with translate_errors():
                 self._db.update_item(
                     TableName=self.table, Key=key,
-                    UpdateExpression="SET visible_at = :now REMOVE claim",
+                    UpdateExpression="SET visible_at = :now, rc = :zero REMOVE claim",
                     ConditionExpression="attribute_exists(sk) AND attribute_not_exists(ifl) "
                                         "AND n > :zero AND visible_at > :now",
                     ExpressionAttributeValues={":now": _n(now_ms), ":zero": _n(0)},
@@ -567,21 +568,29 @@ class FifoStore:
             return "not_in_flight" if exc.item else "not_found"
         group_key = self._key(pk, fifo.group_key(group))
         if until > now_ms:
-            try:
-                with translate_errors():
-                    self._db.update_item(
-                        TableName=self.table, Key=group_key,
-                        UpdateExpression="SET visible_at = :until",
-                        ConditionExpression="attribute_exists(sk) AND visible_at < :until",
-                        ExpressionAttributeValues={":until": _n(until)})
-            except ConditionFailedError:
-                pass
+            # The group's hold ends with its last message in flight: the message's own
+            # time when it is the only one, else the later of the two.
+            sole = ("contains(ifl, :sk) AND size(ifl) = :one", {":sk": _s(ref.message_id),
+                                                                 ":one": _n(1)})
+            later: tuple[str, dict[str, Any]] = ("attribute_exists(sk) AND visible_at < :until", {})
+            for condition, values in (sole, later):
+                try:
+                    with translate_errors():
+                        self._db.update_item(
+                            TableName=self.table, Key=group_key,
+                            UpdateExpression="SET visible_at = :until",
+                            ConditionExpression=condition,
+                            ExpressionAttributeValues={":until": _n(until), **values})
+                    break
+                except ConditionFailedError:
+                    continue
             return "changed"
         with translate_errors():
             self._db.update_item(
-                TableName=self.table, Key=group_key, UpdateExpression="DELETE ifl :sk",
+                TableName=self.table, Key=group_key,
+                UpdateExpression="ADD rc :minus DELETE ifl :sk",
                 ConditionExpression="attribute_exists(sk)",
-                ExpressionAttributeValues={":sk": {"SS": [ref.message_id]}})
+                ExpressionAttributeValues={":sk": {"SS": [ref.message_id]}, ":minus": _n(-1)})
         self.release(ref.queue_id, ref.shard, group, now_ms)
         return "changed"
 
@@ -593,8 +602,9 @@ class FifoStore:
         return Counts(max(0, total - in_flight - delayed), in_flight, delayed)
 
     def in_flight(self, queue_id: str, shard: int, now_ms: int) -> tuple[int, int]:
-        """(in flight, delayed) of a shard: the held groups' in-flight sets and the
-        messages of groups waiting on a delay (bounded by the hidden groups)."""
+        """(in flight, delayed) of a shard, read from the hidden group items (bounded by
+        them): a held group's `rc` is how many of its messages are in flight; a group
+        waiting on its head's delay counts as one delayed message."""
         in_flight = delayed = 0
         start: Item | None = None
         while True:
@@ -603,17 +613,18 @@ class FifoStore:
                 "KeyConditionExpression": "pk = :pk AND visible_at > :now",
                 "ExpressionAttributeValues": {":pk": _s(items.partition_key(queue_id, shard)),
                                               ":now": _n(now_ms)},
-                "ProjectionExpression": "ifl, n",
+                "ProjectionExpression": "rc",
             }
             if start:
                 request["ExclusiveStartKey"] = start
             with translate_errors():
                 page = self._db.query(**request)
             for item in page.get("Items", []):
-                held = len(item.get("ifl", {}).get("SS", []))
-                in_flight += held
-                if not held:
-                    delayed += int(item.get("n", {}).get("N", "0"))
+                held = int(item.get("rc", {}).get("N", "0"))
+                if held > 0:
+                    in_flight += held
+                else:
+                    delayed += 1
             start = page.get("LastEvaluatedKey")
             if not start:
                 return in_flight, delayed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -192,7 +193,7 @@ def test_fifo_dead_letter_queue_must_be_fifo(sqs: Any) -> None:
         return _attrs(sqs, url, "QueueArn")["QueueArn"]
 
     def policy(target: str) -> str:
-        return '{"deadLetterTargetArn":"%s","maxReceiveCount":3}' % arn(target)
+        return json.dumps({"deadLetterTargetArn": arn(target), "maxReceiveCount": 3})
 
     reason = "Reason: Dead-letter queue must be same type of queue as the source.."
     # A FIFO source with a standard DLQ, and a standard source with a FIFO DLQ, are refused
