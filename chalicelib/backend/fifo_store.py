@@ -499,22 +499,31 @@ class FifoStore:
                                                           ":sk": {"SS": [ref.message_id]}}}},
                 self._base.counters.add_op(self.table, pk, -1),
             ]
+            outcome = self._delete_one(ops)
+            if outcome == "deleted":
+                self.release(ref.queue_id, ref.shard, group, now_ms)
+            elif outcome == "expired":
+                failed[index] = outcome
+        for index, ref in enumerate(refs):
+            first = unique[(ref.shard, ref.message_id)]
+            if first != index and first in failed:
+                failed[index] = failed[first]
+        return failed
+
+    def _delete_one(self, ops: list[dict[str, Any]]) -> str:
+        """"deleted", "expired" (visible again) or "gone"; a transaction that conflicted
+        with another writer goes again, a bounded number of times."""
+        for _ in range(SEND_ROUNDS):
             try:
                 with translate_errors():
                     self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
             except TransactionCancelledError as exc:
                 reason = exc.reasons[0] if exc.reasons else {}
                 if reason.get("Code") == "ConditionalCheckFailed":
-                    if reason.get("Item"):
-                        failed[index] = "expired"
-                    continue
-                raise
-            self.release(ref.queue_id, ref.shard, group, now_ms)
-        for index, ref in enumerate(refs):
-            first = unique[(ref.shard, ref.message_id)]
-            if first != index and first in failed:
-                failed[index] = failed[first]
-        return failed
+                    return "expired" if reason.get("Item") else "gone"
+                continue
+            return "deleted"
+        raise StoreUnavailableError("FIFO deletes kept conflicting")
 
     def release(self, queue_id: str, shard: int, group: str, now_ms: int) -> None:
         """A group with nothing in flight is served again at once; an empty one goes.

@@ -263,17 +263,25 @@ class FifoService:
         redrive = queue.redrive_policy
         if redrive and head.message.receive_count >= redrive.max_receive_count:
             target = self._queue_by_arn(redrive.dead_letter_target_arn)
-            if target is None or not is_fifo(target):
+            if target is None or not is_fifo(target) or not self._same_cluster(
+                    queue, group, target, head):
                 return False  # nowhere to move it: it is received as usual
             return True if self._move(queue, store, group, head, target, now) else None
         return False
+
+    @staticmethod
+    def _same_cluster(queue: QueueRecord, group: GroupState, target: QueueRecord,
+                      head: FifoEntry) -> bool:
+        """A move is one transaction in one messages table: the dead-letter queue's shard
+        for the group must be in the source shard's cluster."""
+        source = queue.shard(group.shard)
+        target_shard = shard_of_group(target, head.message.group_id or "")
+        return source is not None and source.cluster == target_shard.cluster
 
     def _move(self, queue: QueueRecord, store: FifoStore, group: GroupState, head: FifoEntry,
               target: QueueRecord, now: int) -> bool:
         """Move the head to the FIFO dead-letter queue, keeping id, group and dedup id."""
         target_shard = shard_of_group(target, head.message.group_id or "")
-        if target_shard.cluster not in self._stores:
-            return False
         retention = target.attribute_int("MessageRetentionPeriod") * 1000
         moved = head.message.moved_to_dead_letters(now, retention)
         return store.move(queue.queue_id, group, head, target.queue_id, target_shard.id, moved)
