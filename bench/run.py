@@ -14,11 +14,13 @@ import logging
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import fifo
 from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
@@ -201,9 +203,11 @@ def bench(argv: Sequence[str] | None = None) -> Figures:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command-line entry point."""
+    """The command-line entry point: the benchmark, then the FIFO runs (`bench/fifo.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
+    quick = "--quick" in (sys.argv[1:] if argv is None else argv)
+    fifo.main(["--quick"] if quick else [])
     return 0
 
 
