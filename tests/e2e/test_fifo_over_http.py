@@ -23,9 +23,9 @@ def _fifo(sqs: Any, name: str, **attributes: str) -> str:
 
 
 def _receive(sqs: Any, url: str, **kwargs: Any) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = sqs.receive_message(
-        QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"],
-        **kwargs).get("Messages", [])
+    params = {"MaxNumberOfMessages": 10, "MessageSystemAttributeNames": ["All"], **kwargs}
+    found: list[dict[str, Any]] = sqs.receive_message(QueueUrl=url, **params).get(
+        "Messages", [])
     return found
 
 
