@@ -474,56 +474,73 @@ class FifoStore:
     def delete(self, refs: Sequence[MessageRef], now_ms: int) -> dict[int, str]:
         """Delete in-flight messages (any of their receipt handles will do, as in SQS).
 
-        Returns {index: reason} for refs not deleted: "expired" when the message is
-        visible again, nothing when it is gone already (SQS answers success). Each
-        deleted message leaves its group's in-flight set; an emptied set releases the
-        group.
+        All of them in one transaction: each message's delete (conditional on it being in
+        flight), one update per group (its count, and the messages leave its in-flight
+        set) and one counter update per shard. When some conditions fail, those messages
+        drop out and the rest go again. Returns {index: "expired"} for messages visible
+        again; a message already gone is left out (SQS answers success). Then each group
+        whose in-flight set is empty is released, one request per group.
         """
-        failed: dict[int, str] = {}
         unique: dict[tuple[int, str], int] = {}
         for index, ref in enumerate(refs):
             unique.setdefault((ref.shard, ref.message_id), index)
-        for index in unique.values():
-            ref = refs[index]
-            pk = items.partition_key(ref.queue_id, ref.shard)
-            group = fifo.group_of_key(ref.message_id)
-            ops: list[dict[str, Any]] = [
-                {"Delete": {"TableName": self.table, "Key": self._key(pk, ref.message_id),
-                            "ConditionExpression": "#until > :now",
-                            "ExpressionAttributeNames": {"#until": "until"},
-                            "ExpressionAttributeValues": {":now": _n(now_ms)},
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
-                {"Update": {"TableName": self.table, "Key": self._key(pk, fifo.group_key(group)),
-                            "UpdateExpression": "ADD n :minus, rc :minus DELETE ifl :sk",
-                            "ExpressionAttributeValues": {":minus": _n(-1),
-                                                          ":sk": {"SS": [ref.message_id]}}}},
-                self._base.counters.add_op(self.table, pk, -1),
-            ]
-            outcome = self._delete_one(ops)
-            if outcome == "deleted":
-                self.release(ref.queue_id, ref.shard, group, now_ms)
-            elif outcome == "expired":
-                failed[index] = outcome
+        pending = list(unique.values())
+        reasons: dict[int, str] = {}
+        for _ in range(SEND_ROUNDS):
+            if not pending:
+                break
+            pending = self._delete_round(refs, pending, reasons, now_ms)
+        if pending:
+            raise StoreUnavailableError("FIFO deletes kept conflicting")
+        deleted = [refs[i] for i in unique.values() if i not in reasons]
+        for shard, group in dict.fromkeys(
+                (r.shard, fifo.group_of_key(r.message_id)) for r in deleted):
+            self.release(deleted[0].queue_id, shard, group, now_ms)
+        failed: dict[int, str] = {}
         for index, ref in enumerate(refs):
-            first = unique[(ref.shard, ref.message_id)]
-            if first != index and first in failed:
-                failed[index] = failed[first]
+            reason = reasons.get(unique[(ref.shard, ref.message_id)])
+            if reason == "expired":
+                failed[index] = reason
         return failed
 
-    def _delete_one(self, ops: list[dict[str, Any]]) -> str:
-        """"deleted", "expired" (visible again) or "gone"; a transaction that conflicted
-        with another writer goes again, a bounded number of times."""
-        for _ in range(SEND_ROUNDS):
-            try:
-                with translate_errors():
-                    self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
-            except TransactionCancelledError as exc:
-                reason = exc.reasons[0] if exc.reasons else {}
+    def _delete_round(self, refs: Sequence[MessageRef], pending: list[int],
+                      reasons: dict[int, str], now_ms: int) -> list[int]:
+        """One transaction of deletes; returns the indexes to try again."""
+        ops: list[dict[str, Any]] = []
+        groups: dict[tuple[str, str], list[str]] = {}
+        for index in pending:
+            ref = refs[index]
+            pk = items.partition_key(ref.queue_id, ref.shard)
+            ops.append({"Delete": {
+                "TableName": self.table, "Key": self._key(pk, ref.message_id),
+                "ConditionExpression": "#until > :now",
+                "ExpressionAttributeNames": {"#until": "until"},
+                "ExpressionAttributeValues": {":now": _n(now_ms)},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}})
+            groups.setdefault((pk, fifo.group_of_key(ref.message_id)), []).append(
+                ref.message_id)
+        for (pk, group), keys in groups.items():
+            ops.append({"Update": {
+                "TableName": self.table, "Key": self._key(pk, fifo.group_key(group)),
+                "UpdateExpression": "ADD n :minus, rc :minus DELETE ifl :sks",
+                "ExpressionAttributeValues": {":minus": _n(-len(keys)), ":sks": {"SS": keys}}}})
+        per_shard: Counter[str] = Counter()
+        for (pk, _group), keys in groups.items():
+            per_shard[pk] += len(keys)
+        ops += [self._base.counters.add_op(self.table, pk, -count)
+                for pk, count in per_shard.items()]
+        try:
+            with translate_errors():
+                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+        except TransactionCancelledError as exc:
+            retry = []
+            for index, reason in zip(pending, exc.reasons, strict=False):
                 if reason.get("Code") == "ConditionalCheckFailed":
-                    return "expired" if reason.get("Item") else "gone"
-                continue
-            return "deleted"
-        raise StoreUnavailableError("FIFO deletes kept conflicting")
+                    reasons[index] = "expired" if reason.get("Item") else "gone"
+                else:
+                    retry.append(index)
+            return retry
+        return []
 
     def release(self, queue_id: str, shard: int, group: str, now_ms: int) -> None:
         """A group with nothing in flight is served again at once; an empty one goes.
