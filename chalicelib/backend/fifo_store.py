@@ -284,11 +284,43 @@ class FifoStore:
                          int(item.get("until", {}).get("N", "0")), int(item["va"]["N"]))
 
     def claim(
-        self, queue_id: str, group: GroupState, entries: Sequence[FifoEntry], until: int,
-        token: str, now_ms: int, attempt: tuple[str, str, bool] | None = None,
-    ) -> bool:
-        """Hold the group and claim its first messages in one transaction; False if another
-        receiver took the group first (or a message went meanwhile)."""
+        self, queue_id: str, plans: Sequence[tuple[GroupState, Sequence[FifoEntry]]],
+        until: int, token: str, now_ms: int, attempt: tuple[str, str, bool] | None = None,
+    ) -> list[int]:
+        """Hold groups of one shard and claim their first messages, all in one transaction;
+        returns the indexes of the plans claimed. A group another receiver took first (or
+        whose message went meanwhile) drops out and the rest go again."""
+        pending = list(range(len(plans)))
+        for _ in range(3):
+            if not pending:
+                return []
+            ops: list[dict[str, Any]] = []
+            owners: list[int | None] = []
+            for index in pending:
+                group, entries = plans[index]
+                group_ops = self._claim_ops(queue_id, group, entries, until, token, now_ms)
+                ops += group_ops
+                owners += [index] * len(group_ops)
+            if attempt is not None:
+                claimed = [e for i in pending for e in plans[i][1]]
+                ops.append(self._attempt_op(queue_id, attempt, plans[pending[0]][0].shard,
+                                            claimed, token, now_ms))
+                owners.append(None)
+            try:
+                with translate_errors():
+                    self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            except TransactionCancelledError as exc:
+                lost = {owner for owner, reason in zip(owners, exc.reasons, strict=False)
+                        if reason.get("Code") not in ("None", "", None)}
+                if None in lost:
+                    return []  # the attempt id is another receive's
+                pending = [i for i in pending if i not in lost]
+                continue
+            return pending
+        return []
+
+    def _claim_ops(self, queue_id: str, group: GroupState, entries: Sequence[FifoEntry],
+                   until: int, token: str, now_ms: int) -> list[dict[str, Any]]:
         pk = items.partition_key(queue_id, group.shard)
         ops: list[dict[str, Any]] = [{"Update": {
             "TableName": self.table, "Key": self._key(pk, fifo.group_key(group.group)),
@@ -309,14 +341,7 @@ class FifoStore:
                 "ExpressionAttributeValues": {":tok": _s(token), ":until": _n(until),
                                               ":one": _n(1), ":now": _n(now_ms)},
             }})
-        if attempt is not None:
-            ops.append(self._attempt_op(queue_id, attempt, group.shard, entries, token, now_ms))
-        try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
-        except TransactionCancelledError:
-            return False
-        return True
+        return ops
 
     def set_group_visible_at(self, queue_id: str, group: GroupState, visible_at: int) -> None:
         """Move a group's `visible_at` (its head is delayed), if nobody moved it first."""

@@ -204,27 +204,39 @@ class FifoService:
 
     def _from_shard(self, queue: QueueRecord, placed: Shard, wanted: int, timeout: int,
                     got: list[FifoReceived], attempt: tuple[str, str] | None) -> None:
+        """Plan the heads of the shard's ready groups, then claim them in one transaction."""
         store = self._store(placed.cluster)
         now = self._clock.now_ms()
         groups = store.ready_groups(queue.queue_id, placed.id, now, GROUPS_PER_READ)
         random.shuffle(groups)  # concurrent receivers spread over the ready groups
+        plans: list[tuple[GroupState, list[FifoEntry]]] = []
+        room = wanted - len(got)
         for group in groups:
-            if len(got) >= wanted:
-                return
-            self._from_group(queue, store, group, wanted - len(got), timeout, got, attempt)
+            if room <= 0:
+                break
+            taken = self._plan_group(queue, store, group, room, now)
+            if taken:
+                plans.append((group, taken))
+                room -= len(taken)
+        if not plans:
+            return
+        token = new_claim_token()
+        recorded = (*attempt, not got) if attempt else None
+        for index in store.claim(queue.queue_id, plans, now + timeout * 1000, token, now,
+                                 recorded):
+            got.extend(self._received(queue, e, token, now) for e in plans[index][1])
 
-    def _from_group(self, queue: QueueRecord, store: FifoStore, group: GroupState, wanted: int,
-                    timeout: int, got: list[FifoReceived],
-                    attempt: tuple[str, str] | None) -> None:
-        now = self._clock.now_ms()
+    def _plan_group(self, queue: QueueRecord, store: FifoStore, group: GroupState, wanted: int,
+                    now: int) -> list[FifoEntry]:
+        """The group's first messages that can go now, in order (its head fixed first)."""
         entries = store.head(queue.queue_id, group.shard, group.group, wanted)
         for _ in range(HEAD_FIXES):
             if not entries:
                 store.drop_group(queue.queue_id, group)
-                return
+                return []
             fixed = self._fix_head(queue, store, group, entries, now)
             if fixed is None:
-                return  # another receiver changed the group, or it waits on a delay
+                return []  # another receiver changed the group, or it waits on a delay
             if not fixed:
                 break
             entries = store.head(queue.queue_id, group.shard, group.group, wanted)
@@ -236,13 +248,7 @@ class FifoService:
             if entry.ready_at > now or entry.message.is_expired(now) or over:
                 break  # order: nothing after a message that cannot go now
             taken.append(entry)
-        if not taken:
-            return
-        token = new_claim_token()
-        recorded = (*attempt, not got) if attempt else None
-        if store.claim(queue.queue_id, group, taken, now + timeout * 1000, token, now,
-                       recorded):
-            got.extend(self._received(queue, e, token, now) for e in taken)
+        return taken
 
     def _fix_head(self, queue: QueueRecord, store: FifoStore, group: GroupState,
                   entries: list[FifoEntry], now: int) -> bool | None:

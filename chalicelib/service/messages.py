@@ -506,6 +506,7 @@ class MessageService:
         if fifo_rules.is_fifo(queue):
             handles = {e.entry_id: e.receipt_handle for e in entries}
             failed = self._fifo.delete(queue, [(i, handles[i], r) for i, r in refs])
+            self._wakeups.notify(queue.queue_id)  # a released group can be served at once
             gone = {entry_id for entry_id, _ in failed}
             return ([i for i, _ in refs if i not in gone],
                     failures + [EntryFailure(i, error) for i, error in failed])
