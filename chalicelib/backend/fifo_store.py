@@ -15,6 +15,7 @@ TransactWriteItems:
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from chalicelib.backend.dynamo_store import DynamoMessageStore
 
 SEND_ROUNDS = 8
+# Sequence numbers a process reserves at a time, per shard.
+BLOCK = 100
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class FifoStore:
         self._base = base
         self._db: DynamoDBClient = base.client
         self.table = base.table
+        self._blocks: dict[tuple[str, int], tuple[int, int]] = {}
+        self._lock = threading.Lock()
 
     # -- keys ---------------------------------------------------------------------------
     def _key(self, pk: str, sk: str) -> Item:
@@ -97,18 +102,44 @@ class FifoStore:
 
     # -- send ---------------------------------------------------------------------------
     def reserve(self, queue_id: str, shard: int, count: int) -> int:
-        """Reserve `count` sequence numbers of a shard: one atomic ADD; returns the first."""
+        """`count` sequence numbers of a shard; returns the first.
+
+        This process takes them from a block it reserved with one atomic ADD of the
+        shard's counter (BLOCK numbers, or more for a larger request), so most batches
+        reserve nothing. Numbers from two processes' blocks can interleave in time; the
+        group item's `last` condition on each send catches that, and `forget_blocks`
+        makes the retry reserve afresh (numbers above every earlier one).
+        """
+        key = (queue_id, shard)
+        with self._lock:
+            start, end = self._blocks.get(key, (0, -1))
+            if end - start + 1 >= count:
+                self._blocks[key] = (start + count, end)
+                return start
+        size = max(count, BLOCK)
         with translate_errors():
             result = self._db.update_item(
                 TableName=self.table, Key=self._key(items.partition_key(queue_id, shard),
                                                     fifo.SEQUENCE_KEY),
-                UpdateExpression="ADD n :k", ExpressionAttributeValues={":k": _n(count)},
+                UpdateExpression="ADD n :k", ExpressionAttributeValues={":k": _n(size)},
                 ReturnValues="UPDATED_NEW",
             )
-        return int(result["Attributes"]["n"]["N"]) - count + 1
+        last = int(result["Attributes"]["n"]["N"])
+        first = last - size + 1
+        with self._lock:
+            self._blocks[key] = (first + count, last)
+        return first
+
+    def forget_blocks(self, queue_id: str, shards: Sequence[int]) -> None:
+        """Drop this process's reserved numbers of these shards (another process sent
+        higher numbers to a group meanwhile)."""
+        with self._lock:
+            for shard in shards:
+                self._blocks.pop((queue_id, shard), None)
 
     def send(
-        self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]], now_ms: int
+        self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]], now_ms: int,
+        generation: int = 0,
     ) -> list[SendOutcome]:
         """Store messages (each with its shard, group and dedup id) in order.
 
@@ -121,7 +152,8 @@ class FifoStore:
         pending: list[int] = []
         for index, (shard, message) in enumerate(placed):
             dkey = (self.dedup_pk(queue_id, shard, scope),
-                    fifo.dedup_key(scope, message.group_id or "", message.dedup_id or ""))
+                    fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "",
+                                  generation))
             if dkey in first_of:
                 continue
             first_of[dkey] = index
@@ -129,14 +161,16 @@ class FifoStore:
         for _ in range(SEND_ROUNDS):
             if not pending:
                 break
-            pending = self._send_round(queue_id, scope, placed, pending, outcomes, now_ms)
+            pending = self._send_round(queue_id, scope, placed, pending, outcomes, now_ms,
+                                       generation)
         if pending:
             raise StoreUnavailableError("FIFO sends kept conflicting")
         for index, (shard, message) in enumerate(placed):
             if index in outcomes:
                 continue
             dkey = (self.dedup_pk(queue_id, shard, scope),
-                    fifo.dedup_key(scope, message.group_id or "", message.dedup_id or ""))
+                    fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "",
+                                  generation))
             original = outcomes[first_of[dkey]].message
             outcomes[index] = SendOutcome(message.with_changes(
                 message_id=original.message_id, sequence_number=original.sequence_number),
@@ -145,7 +179,7 @@ class FifoStore:
 
     def _send_round(
         self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]],
-        pending: list[int], outcomes: dict[int, SendOutcome], now_ms: int,
+        pending: list[int], outcomes: dict[int, SendOutcome], now_ms: int, generation: int,
     ) -> list[int]:
         per_shard = Counter(placed[i][0] for i in pending)
         next_number = {s: self.reserve(queue_id, s, n) for s, n in per_shard.items()}
@@ -158,7 +192,7 @@ class FifoStore:
         ops: list[dict[str, Any]] = []
         owners: list[int | None] = []
         for index, shard, message in numbered:
-            ops.append(self._dedup_put(queue_id, scope, shard, message, now_ms))
+            ops.append(self._dedup_put(queue_id, scope, shard, message, now_ms, generation))
             owners.append(index)
             ops.append({"Put": {"TableName": self.table,
                                 "Item": self._message_item(queue_id, shard, message)}})
@@ -178,6 +212,10 @@ class FifoStore:
                 self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
         except TransactionCancelledError as exc:
             retry = list(pending)
+            behind = any(owner is None and reason.get("Code") == "ConditionalCheckFailed"
+                         for owner, reason in zip(owners, exc.reasons, strict=False))
+            if behind:  # a group's `last` is past our numbers: reserve afresh
+                self.forget_blocks(queue_id, list(per_shard))
             for owner, reason in zip(owners, exc.reasons, strict=False):
                 if owner is None or reason.get("Code") != "ConditionalCheckFailed":
                     continue
@@ -193,12 +231,14 @@ class FifoStore:
         return []
 
     def _dedup_put(
-        self, queue_id: str, scope: str, shard: int, message: Message, now_ms: int
+        self, queue_id: str, scope: str, shard: int, message: Message, now_ms: int,
+        generation: int,
     ) -> dict[str, Any]:
         expires = now_ms + fifo.DEDUP_WINDOW_MS
         item = {
             **self._key(self.dedup_pk(queue_id, shard, scope),
-                        fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "")),
+                        fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "",
+                                  generation)),
             "mid": _s(message.message_id), "seq": _s(message.sequence_number or ""),
             "exp_ms": _n(expires), "expires_at": _n(expires // 1000 + 1),
         }
@@ -284,8 +324,8 @@ class FifoStore:
                          int(item.get("until", {}).get("N", "0")), int(item["va"]["N"]))
 
     def claim(
-        self, queue_id: str, plans: Sequence[tuple[GroupState, Sequence[FifoEntry]]],
-        until: int, token: str, now_ms: int, attempt: tuple[str, str, bool] | None = None,
+        self, queue_id: str, plans: Sequence[tuple[GroupState, Sequence[FifoEntry], str]],
+        until: int, now_ms: int, attempt: tuple[str, str, bool] | None = None,
     ) -> list[int]:
         """Hold groups of one shard and claim their first messages, all in one transaction;
         returns the indexes of the plans claimed. A group another receiver took first (or
@@ -297,14 +337,14 @@ class FifoStore:
             ops: list[dict[str, Any]] = []
             owners: list[int | None] = []
             for index in pending:
-                group, entries = plans[index]
+                group, entries, token = plans[index]
                 group_ops = self._claim_ops(queue_id, group, entries, until, token, now_ms)
                 ops += group_ops
                 owners += [index] * len(group_ops)
             if attempt is not None:
-                claimed = [e for i in pending for e in plans[i][1]]
+                claimed = [(e, plans[i][2]) for i in pending for e in plans[i][1]]
                 ops.append(self._attempt_op(queue_id, attempt, plans[pending[0]][0].shard,
-                                            claimed, token, now_ms))
+                                            claimed, now_ms))
                 owners.append(None)
             try:
                 with translate_errors():
@@ -427,6 +467,7 @@ class FifoStore:
             with translate_errors():
                 self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
         except TransactionCancelledError:
+            self.forget_blocks(target_queue_id, [target_shard])
             return False
         return True
 
@@ -436,14 +477,14 @@ class FifoStore:
 
     def _attempt_op(
         self, queue_id: str, attempt: tuple[str, str, bool], shard: int,
-        entries: Sequence[FifoEntry], token: str, now_ms: int,
+        entries: Sequence[tuple[FifoEntry, str]], now_ms: int,
     ) -> dict[str, Any]:
         """Record claimed messages under a receive attempt id: the receive's first claim
         creates the record (unless a live one exists), its later claims append to it
         (`rid` names the receive that owns the record)."""
         attempt_id, receive_id, first = attempt
         key = self._attempt_key(queue_id, attempt_id)
-        refs = [{"L": [_n(shard), _s(e.sort_key), _s(token)]} for e in entries]
+        refs = [{"L": [_n(shard), _s(e.sort_key), _s(token)]} for e, token in entries]
         if first:
             expires = now_ms + fifo.ATTEMPT_WINDOW_MS
             return {"Put": {
@@ -511,16 +552,18 @@ class FifoStore:
             unique.setdefault((ref.shard, ref.message_id), index)
         pending = list(unique.values())
         reasons: dict[int, str] = {}
+        plain: set[tuple[str, str]] = set()  # groups whose release did not fit in the delete
         for _ in range(SEND_ROUNDS):
             if not pending:
                 break
-            pending = self._delete_round(refs, pending, reasons, now_ms)
+            pending = self._delete_round(refs, pending, reasons, plain, now_ms)
         if pending:
             raise StoreUnavailableError("FIFO deletes kept conflicting")
         deleted = [refs[i] for i in unique.values() if i not in reasons]
         for shard, group in dict.fromkeys(
                 (r.shard, fifo.group_of_key(r.message_id)) for r in deleted):
-            self.release(deleted[0].queue_id, shard, group, now_ms)
+            if (items.partition_key(deleted[0].queue_id, shard), group) in plain:
+                self.release(deleted[0].queue_id, shard, group, now_ms)
         failed: dict[int, str] = {}
         for index, ref in enumerate(refs):
             reason = reasons.get(unique[(ref.shard, ref.message_id)])
@@ -529,10 +572,18 @@ class FifoStore:
         return failed
 
     def _delete_round(self, refs: Sequence[MessageRef], pending: list[int],
-                      reasons: dict[int, str], now_ms: int) -> list[int]:
-        """One transaction of deletes; returns the indexes to try again."""
+                      reasons: dict[int, str], plain: set[tuple[str, str]],
+                      now_ms: int) -> list[int]:
+        """One transaction of deletes; returns the indexes to try again.
+
+        When the deletes of a group are exactly its hold (the claim token says how many
+        messages the claim took), the group's update in the same transaction releases it,
+        or deletes it when the claim took the whole group and nothing was sent since.
+        Otherwise (`plain`) the group's update only counts, and `release` follows.
+        """
         ops: list[dict[str, Any]] = []
-        groups: dict[tuple[str, str], list[str]] = {}
+        owners: list[int | tuple[str, str] | None] = []
+        groups: dict[tuple[str, str], list[MessageRef]] = {}
         for index in pending:
             ref = refs[index]
             pk = items.partition_key(ref.queue_id, ref.shard)
@@ -542,16 +593,14 @@ class FifoStore:
                 "ExpressionAttributeNames": {"#until": "until"},
                 "ExpressionAttributeValues": {":now": _n(now_ms)},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}})
-            groups.setdefault((pk, fifo.group_of_key(ref.message_id)), []).append(
-                ref.message_id)
-        for (pk, group), keys in groups.items():
-            ops.append({"Update": {
-                "TableName": self.table, "Key": self._key(pk, fifo.group_key(group)),
-                "UpdateExpression": "ADD n :minus, rc :minus DELETE ifl :sks",
-                "ExpressionAttributeValues": {":minus": _n(-len(keys)), ":sks": {"SS": keys}}}})
+            owners.append(index)
+            groups.setdefault((pk, fifo.group_of_key(ref.message_id)), []).append(ref)
+        for (pk, group), mine in groups.items():
+            ops.append(self._group_delete_op(pk, group, mine, (pk, group) in plain, now_ms))
+            owners.append((pk, group))
         per_shard: Counter[str] = Counter()
-        for (pk, _group), keys in groups.items():
-            per_shard[pk] += len(keys)
+        for (pk, _group), mine in groups.items():
+            per_shard[pk] += len(mine)
         ops += [self._base.counters.add_op(self.table, pk, -count)
                 for pk, count in per_shard.items()]
         try:
@@ -559,13 +608,61 @@ class FifoStore:
                 self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
         except TransactionCancelledError as exc:
             retry = []
-            for index, reason in zip(pending, exc.reasons, strict=False):
-                if reason.get("Code") == "ConditionalCheckFailed":
-                    reasons[index] = "expired" if reason.get("Item") else "gone"
-                else:
-                    retry.append(index)
+            for owner, reason in zip(owners, exc.reasons, strict=False):
+                failed = reason.get("Code") == "ConditionalCheckFailed"
+                if isinstance(owner, tuple):
+                    if failed:
+                        plain.add(owner)  # not the whole hold after all
+                elif owner is not None:
+                    if failed:
+                        reasons[owner] = "expired" if reason.get("Item") else "gone"
+                    else:
+                        retry.append(owner)
             return retry
+        for key, mine in groups.items():
+            if not self._hold_of(mine):
+                plain.add(key)
         return []
+
+    @staticmethod
+    def _hold_of(refs: Sequence[MessageRef]) -> tuple[int, str] | None:
+        """(size, last sequence number if the claim took the whole group, else "") of the
+        claim behind these refs, when they are exactly that claim's messages."""
+        tokens = {r.claim_token for r in refs}
+        if len(tokens) != 1:
+            return None
+        size, last = fifo.parse_claim_token(tokens.pop())
+        if size != len({r.message_id for r in refs}):
+            return None
+        return size, last
+
+    def _group_delete_op(self, pk: str, group: str, refs: Sequence[MessageRef], plain: bool,
+                         now_ms: int) -> dict[str, Any]:
+        key = self._key(pk, fifo.group_key(group))
+        sks = sorted({r.message_id for r in refs})
+        hold = None if plain else self._hold_of(refs)
+        if hold is None:
+            return {"Update": {
+                "TableName": self.table, "Key": key,
+                "UpdateExpression": "ADD n :minus, rc :minus DELETE ifl :sks",
+                "ExpressionAttributeValues": {":minus": _n(-len(sks)), ":sks": {"SS": sks}}}}
+        names = {f":k{i}": _s(sk) for i, sk in enumerate(sks)}
+        exact = " AND ".join([f"contains(ifl, {name})" for name in names] +
+                             ["size(ifl) = :size"])
+        values = {**names, ":size": _n(len(sks))}
+        size, last = hold
+        if last:
+            return {"Delete": {"TableName": self.table, "Key": key,
+                               "ConditionExpression": f"{exact} AND #last = :last",
+                               "ExpressionAttributeNames": {"#last": "last"},
+                               "ExpressionAttributeValues": {**values, ":last": _s(last)}}}
+        return {"Update": {
+            "TableName": self.table, "Key": key,
+            "UpdateExpression": "SET visible_at = :now, rc = :zero REMOVE ifl, claim "
+                                "ADD n :minus",
+            "ConditionExpression": exact,
+            "ExpressionAttributeValues": {**values, ":now": _n(now_ms), ":zero": _n(0),
+                                          ":minus": _n(-size)}}}
 
     def release(self, queue_id: str, shard: int, group: str, now_ms: int) -> None:
         """A group with nothing in flight is served again at once; an empty one goes.

@@ -7,7 +7,7 @@ The messages table holds, in each shard's partition (`<queue id>#<shard>`):
 - the group's messages, sort key `f#<group> <sequence number>`: a space never occurs in a
   group id, so a `begins_with("f#<group> ")` query reads exactly one group, in order;
 - the shard's sequence counter, sort key `s#`;
-- with DeduplicationScope=messageGroup, the dedup items `d#<group> <dedup id>`.
+- with DeduplicationScope=messageGroup, the dedup items `d#<created>#<group> <dedup id>`.
 With DeduplicationScope=queue the dedup items live in `<queue id>#dedup`. Receive-attempt
 records live in `<queue id>#attempt`. Message ids are UUIDs, which never hold `#`.
 """
@@ -76,11 +76,28 @@ def is_fifo_message_key(sort_key: str) -> bool:
     return sort_key.startswith(MESSAGE_PREFIX)
 
 
-def dedup_key(scope: str, group: str, dedup_id: str) -> str:
-    """Sort key of a dedup item: per queue, or per group with DeduplicationScope=messageGroup."""
+def dedup_key(scope: str, group: str, dedup_id: str, generation: int = 0) -> str:
+    """Sort key of a dedup item: per queue, or per group with DeduplicationScope=messageGroup.
+    `generation` (the queue's creation time) keeps a queue deleted and created again from
+    deduplicating against its predecessor."""
     if scope == "messageGroup":
-        return f"{DEDUP_PREFIX}{group} {dedup_id}"
-    return f"{DEDUP_PREFIX}{dedup_id}"
+        return f"{DEDUP_PREFIX}{generation}#{group} {dedup_id}"
+    return f"{DEDUP_PREFIX}{generation}#{dedup_id}"
+
+
+def claim_token(random_part: str, size: int, last: str) -> str:
+    """A FIFO claim token: random, then how many messages the claim took and, when it took
+    every message the group had, the last one's sequence number (so that deleting exactly
+    those can release or remove the group in the same transaction)."""
+    return f"{random_part}.{size}.{last}"
+
+
+def parse_claim_token(token: str) -> tuple[int, str]:
+    """(size, last) of a FIFO claim token; (0, "") for any other token."""
+    parts = token.split(".")
+    if len(parts) != 3 or not parts[1].isdigit():
+        return 0, ""
+    return int(parts[1]), parts[2]
 
 
 def shard_slot(group: str, shard_count: int) -> int:

@@ -129,6 +129,11 @@ def with_fifo_ids(queue: QueueRecord, message: Message, group: str, dedup: str |
 QueueByArn = Callable[[str], QueueRecord | None]
 
 
+def _attempt_key(queue: QueueRecord, attempt_id: str) -> str:
+    """An attempt id within this queue's lifetime (a queue created again starts afresh)."""
+    return f"{queue.created_ms}#{attempt_id}"
+
+
 class FifoService:
     """FIFO send, receive, delete and visibility over the FIFO stores of each cluster."""
 
@@ -159,7 +164,7 @@ class FifoService:
         result: dict[int, Message] = {}
         for cluster, indexes in by_cluster.items():
             outcomes = self._store(cluster).send(
-                queue.queue_id, scope, [placed[i] for i in indexes], now)
+                queue.queue_id, scope, [placed[i] for i in indexes], now, queue.created_ms)
             result.update({i: o.message for i, o in zip(indexes, outcomes, strict=True)})
         return [result[i] for i in range(len(messages))]
 
@@ -170,7 +175,7 @@ class FifoService:
         now = self._clock.now_ms()
         for cluster in dict.fromkeys(s.cluster for s in queue.shards):
             store = self._store(cluster)
-            refs = store.attempt(queue.queue_id, attempt_id, now)
+            refs = store.attempt(queue.queue_id, _attempt_key(queue, attempt_id), now)
             if refs is None:
                 continue
             entries = store.read(refs)
@@ -188,7 +193,7 @@ class FifoService:
         got: list[FifoReceived] = []
         ring = sorted(queue.shards, key=lambda s: s.id)
         offset = random.randrange(len(ring))
-        attempt = (attempt_id, new_claim_token()) if attempt_id else None
+        attempt = (_attempt_key(queue, attempt_id), new_claim_token()) if attempt_id else None
         try:
             for step in range(len(ring)):
                 shard = ring[(offset + step) % len(ring)]
@@ -209,37 +214,39 @@ class FifoService:
         now = self._clock.now_ms()
         groups = store.ready_groups(queue.queue_id, placed.id, now, GROUPS_PER_READ)
         random.shuffle(groups)  # concurrent receivers spread over the ready groups
-        plans: list[tuple[GroupState, list[FifoEntry]]] = []
+        plans: list[tuple[GroupState, list[FifoEntry], str]] = []
         room = wanted - len(got)
         for group in groups:
             if room <= 0:
                 break
-            taken = self._plan_group(queue, store, group, room, now)
+            taken, whole = self._plan_group(queue, store, group, room, now)
             if taken:
-                plans.append((group, taken))
+                last = (taken[-1].message.sequence_number or "") if whole else ""
+                plans.append((group, taken, fifo.claim_token(new_claim_token(), len(taken),
+                                                             last)))
                 room -= len(taken)
         if not plans:
             return
-        token = new_claim_token()
         recorded = (*attempt, not got) if attempt else None
-        for index in store.claim(queue.queue_id, plans, now + timeout * 1000, token, now,
-                                 recorded):
-            got.extend(self._received(queue, e, token, now) for e in plans[index][1])
+        for index in store.claim(queue.queue_id, plans, now + timeout * 1000, now, recorded):
+            group, taken, token = plans[index]
+            got.extend(self._received(queue, e, token, now) for e in taken)
 
     def _plan_group(self, queue: QueueRecord, store: FifoStore, group: GroupState, wanted: int,
-                    now: int) -> list[FifoEntry]:
-        """The group's first messages that can go now, in order (its head fixed first)."""
-        entries = store.head(queue.queue_id, group.shard, group.group, wanted)
+                    now: int) -> tuple[list[FifoEntry], bool]:
+        """The group's first messages that can go now, in order (its head fixed first), and
+        whether they are every message the group has."""
+        entries = store.head(queue.queue_id, group.shard, group.group, wanted + 1)
         for _ in range(HEAD_FIXES):
             if not entries:
                 store.drop_group(queue.queue_id, group)
-                return []
+                return [], False
             fixed = self._fix_head(queue, store, group, entries, now)
             if fixed is None:
-                return []  # another receiver changed the group, or it waits on a delay
+                return [], False  # another receiver changed the group, or it waits
             if not fixed:
                 break
-            entries = store.head(queue.queue_id, group.shard, group.group, wanted)
+            entries = store.head(queue.queue_id, group.shard, group.group, wanted + 1)
         redrive = queue.redrive_policy
         limit = redrive.max_receive_count if redrive else None
         taken: list[FifoEntry] = []
@@ -248,7 +255,8 @@ class FifoService:
             if entry.ready_at > now or entry.message.is_expired(now) or over:
                 break  # order: nothing after a message that cannot go now
             taken.append(entry)
-        return taken
+        taken = taken[:wanted]
+        return taken, len(taken) == len(entries)
 
     def _fix_head(self, queue: QueueRecord, store: FifoStore, group: GroupState,
                   entries: list[FifoEntry], now: int) -> bool | None:

@@ -394,3 +394,15 @@ def test_receive_request_attempt_id_is_checked(sqs: Any) -> None:
     with pytest.raises(ClientError) as caught:
         sqs.receive_message(QueueUrl=url, ReceiveRequestAttemptId="bad id")
     assert _error(caught)[0] == "InvalidParameterValue"
+
+
+def test_a_queue_created_again_does_not_deduplicate_against_the_old_one(
+        sqs: Any, clock: FakeClock) -> None:
+    url = _fifo(sqs)
+    first = _send(sqs, url, "1", dedup="d")
+    sqs.delete_queue(QueueUrl=url)
+    clock.advance(61)
+    url = _fifo(sqs)
+    again = _send(sqs, url, "1", dedup="d")
+    assert again["MessageId"] != first["MessageId"]
+    assert _bodies(_receive(sqs, url)) == ["1"]
