@@ -13,7 +13,6 @@ from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
 from chalicelib.service.checksums import md5_of_attributes
 from chalicelib.service.exceptions import InvalidParameterValueError
-from chalicelib.service.fifo import check_attempt_id
 from chalicelib.service.messages import EntryFailure, HandleEntry, Received, SendRequest
 
 Response = dict[str, Any]
@@ -84,7 +83,6 @@ def receive_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     visibility = _bounded(p, "VisibilityTimeout", 0, 43_200)
     wait = _bounded(p, "WaitTimeSeconds", 0, 20)
     attempt_id = p.optional_str("ReceiveRequestAttemptId")
-    check_attempt_id(attempt_id)
     received = svc.messages.receive(queue, max_messages, visibility, wait, attempt_id)
     if not received:
         return {}

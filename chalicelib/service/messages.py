@@ -257,6 +257,7 @@ class MessageService:
         On a FIFO queue a live ReceiveRequestAttemptId returns that attempt's messages."""
         once: Callable[[QueueRecord, int, int], list[Received]] = self._receive_once
         if fifo_rules.is_fifo(queue):
+            fifo_rules.check_attempt_id(attempt_id)  # standard queues ignore the parameter
             if attempt_id:
                 replayed = self._fifo.replay(queue, attempt_id)
                 if replayed is not None:
@@ -535,6 +536,7 @@ class MessageService:
         if fifo_rules.is_fifo(queue):
             outcomes = [VisibilityOutcome(self._fifo.change_visibility(
                 queue, c.ref, timeouts[eid])) for (eid, _), c in zip(refs, changes, strict=True)]
+            self._wakeups.notify(queue.queue_id)  # a group may have been released
         else:
             outcomes = self._change_visibility(queue, changes, now)
         done: list[str] = []

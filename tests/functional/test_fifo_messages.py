@@ -406,3 +406,10 @@ def test_a_queue_created_again_does_not_deduplicate_against_the_old_one(
     again = _send(sqs, url, "1", dedup="d")
     assert again["MessageId"] != first["MessageId"]
     assert _bodies(_receive(sqs, url)) == ["1"]
+
+
+def test_standard_queues_ignore_the_receive_attempt_id(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="plain")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    (message,) = sqs.receive_message(QueueUrl=url, ReceiveRequestAttemptId="any id!")["Messages"]
+    assert message["Body"] == "x"
