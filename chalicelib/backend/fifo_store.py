@@ -376,7 +376,7 @@ class FifoStore:
                 "TableName": self.table, "Key": self._key(pk, entry.sort_key),
                 "UpdateExpression": "SET claim = :tok, #until = :until, rc = rc + :one, "
                                     "rcv = :now, frc = if_not_exists(frc, :now)",
-                "ConditionExpression": "attribute_exists(sk)",
+                "ConditionExpression": "attribute_exists(sk) AND #until <= :now",
                 "ExpressionAttributeNames": {"#until": "until"},
                 "ExpressionAttributeValues": {":tok": _s(token), ":until": _n(until),
                                               ":one": _n(1), ":now": _n(now_ms)},
@@ -699,8 +699,7 @@ class FifoStore:
 
     def change_visibility(self, ref: MessageRef, until: int, now_ms: int) -> str:
         """Move an in-flight message's visibility (any of its handles). "changed", or
-        "not_in_flight" (visible again), or "not_found". Extending past the group's hold
-        extends the hold; ending it (0) takes the message out of the hold."""
+        "not_in_flight" (visible again), or "not_found"."""
         pk = items.partition_key(ref.queue_id, ref.shard)
         group = fifo.group_of_key(ref.message_id)
         try:
@@ -714,32 +713,24 @@ class FifoStore:
                     ReturnValuesOnConditionCheckFailure="ALL_OLD")
         except ConditionFailedError as exc:
             return "not_in_flight" if exc.item else "not_found"
-        group_key = self._key(pk, fifo.group_key(group))
-        if until > now_ms:
-            # The group's hold ends with its last message in flight: the message's own
-            # time when it is the only one, else the later of the two.
-            sole = ("contains(ifl, :sk) AND size(ifl) = :one", {":sk": _s(ref.message_id),
-                                                                 ":one": _n(1)})
-            later: tuple[str, dict[str, Any]] = ("attribute_exists(sk) AND visible_at < :until", {})
-            for condition, values in (sole, later):
-                try:
-                    with translate_errors():
-                        self._db.update_item(
-                            TableName=self.table, Key=group_key,
-                            UpdateExpression="SET visible_at = :until",
-                            ConditionExpression=condition,
-                            ExpressionAttributeValues={":until": _n(until), **values})
-                    break
-                except ConditionFailedError:
-                    continue
-            return "changed"
-        with translate_errors():
-            self._db.update_item(
-                TableName=self.table, Key=group_key,
-                UpdateExpression="ADD rc :minus DELETE ifl :sk",
-                ConditionExpression="attribute_exists(sk)",
-                ExpressionAttributeValues={":sk": {"SS": [ref.message_id]}, ":minus": _n(-1)})
-        self.release(ref.queue_id, ref.shard, group, now_ms)
+        # A group is served again as soon as one of its messages is visible again (SQS's
+        # observed behaviour): a shorter time brings the group's `visible_at` forward. A
+        # longer one leaves it: a receive that then finds its head still in flight waits
+        # for it (and never serves what comes after it).
+        ended = until <= now_ms
+        update = "SET visible_at = :until" + (" ADD rc :minus DELETE ifl :sk" if ended else "")
+        values: dict[str, Any] = {":until": _n(until)}
+        if ended:
+            values.update({":minus": _n(-1), ":sk": {"SS": [ref.message_id]}})
+        try:
+            with translate_errors():
+                self._db.update_item(
+                    TableName=self.table, Key=self._key(pk, fifo.group_key(group)),
+                    UpdateExpression=update,
+                    ConditionExpression="attribute_exists(sk) AND visible_at > :until",
+                    ExpressionAttributeValues=values)
+        except ConditionFailedError:
+            pass
         return "changed"
 
     # -- counts, purge, peek ---------------------------------------------------------------

@@ -213,7 +213,9 @@ class FifoService:
         store = self._store(placed.cluster)
         now = self._clock.now_ms()
         groups = store.ready_groups(queue.queue_id, placed.id, now, GROUPS_PER_READ)
-        random.shuffle(groups)  # concurrent receivers spread over the ready groups
+        # Oldest ready group first, filled before the next: SQS returns as many messages of
+        # one group as it can. Receivers that meet on a group: one wins, the others' next
+        # pass finds the group held and takes the next one.
         plans: list[tuple[GroupState, list[FifoEntry], str]] = []
         room = wanted - len(got)
         for group in groups:
@@ -252,7 +254,8 @@ class FifoService:
         taken: list[FifoEntry] = []
         for entry in entries:
             over = limit is not None and entry.message.receive_count >= limit
-            if entry.ready_at > now or entry.message.is_expired(now) or over:
+            cannot = entry.ready_at > now or entry.until > now or entry.message.is_expired(now)
+            if cannot or over:
                 break  # order: nothing after a message that cannot go now
             taken.append(entry)
         taken = taken[:wanted]
@@ -271,8 +274,10 @@ class FifoService:
             expired.append(entry)
         if expired:
             return True if store.remove_head(queue.queue_id, group, expired) else None
-        if head.ready_at > now:
-            store.set_group_visible_at(queue.queue_id, group, head.ready_at)
+        if head.ready_at > now or head.until > now:
+            # delayed, or still in flight (its visibility was extended past the group's
+            # time): the group waits for its head
+            store.set_group_visible_at(queue.queue_id, group, max(head.ready_at, head.until))
             return None
         redrive = queue.redrive_policy
         if redrive and head.message.receive_count >= redrive.max_receive_count:

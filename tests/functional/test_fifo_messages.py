@@ -413,3 +413,21 @@ def test_standard_queues_ignore_the_receive_attempt_id(sqs: Any) -> None:
     sqs.send_message(QueueUrl=url, MessageBody="x")
     (message,) = sqs.receive_message(QueueUrl=url, ReceiveRequestAttemptId="any id!")["Messages"]
     assert message["Body"] == "x"
+
+
+@pytest.mark.parametrize("timeout", [0, 1])
+def test_a_group_serves_a_message_visible_again_while_the_next_is_in_flight(
+        sqs: Any, clock: FakeClock, timeout: int) -> None:
+    # As SQS is observed to do: ending (or shortening) the visibility of the first of two
+    # in-flight messages of a group makes that message, and only it, available again
+    url = _fifo(sqs, VisibilityTimeout="30")
+    _send(sqs, url, "g1-m1", group="group-1")
+    _send(sqs, url, "g1-m2", group="group-1")
+    _send(sqs, url, "g2-m1", group="group-2")
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2)["Messages"]
+    assert _bodies(first) == ["g1-m1", "g1-m2"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"],
+                                  VisibilityTimeout=timeout)
+    clock.advance(timeout + 1)
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3)["Messages"]
+    assert sorted(_bodies(again)) == ["g1-m1", "g2-m1"]
