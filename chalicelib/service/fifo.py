@@ -353,6 +353,12 @@ class FifoService:
             total = total + self._store(shard.cluster).count(queue.queue_id, shard.id, now)
         return total
 
+    def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
+        """Approximate counts of each shard (the admin view)."""
+        now = self._clock.now_ms()
+        return {s.id: self._store(s.cluster).count(queue.queue_id, s.id, now)
+                for s in queue.shards}
+
     def purge(self, queue: QueueRecord) -> int:
         """Delete every message and group of every shard."""
         return sum(self._store(s.cluster).purge(queue.queue_id, s.id) for s in queue.shards)

@@ -615,6 +615,8 @@ class MessageService:
 
     def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
         """Approximate counts of each shard (the admin view)."""
+        if fifo_rules.is_fifo(queue):
+            return self._fifo.shard_counts(queue)
         now = self._clock.now_ms()
         return {s.id: self._stores.of(s.cluster).count(queue.queue_id, s.id, now)
                 for s in queue.shards}

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from app import runtime
 from chalicelib.clock import FakeClock
 from chalicelib.domain import fifo
 
@@ -158,6 +159,10 @@ def test_high_throughput_spreads_groups_over_shards_by_hash(sqs: Any) -> None:
                              MessageDeduplicationId=str(index))
     # The groups land on several of the 4 shards, each group on one
     assert len({fifo.shard_slot(g, 4) for g in groups}) > 1
+    queue = runtime.services_for().queues.get("000000000000", "orders.fifo")
+    per_shard = runtime.services_for().messages.shard_counts(queue)
+    expected = {s: 3 * sum(1 for g in groups if fifo.shard_slot(g, 4) == s) for s in range(4)}
+    assert {s: c.visible for s, c in per_shard.items()} == expected
     received: dict[str, list[str]] = {}
     for _ in range(20):
         for message in _receive(sqs, url):
