@@ -10,6 +10,7 @@ from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
+from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.queues import ConnectionBudget, QueueRecord
@@ -142,11 +143,12 @@ class Runtime:
         bodies = (FolderBodyStore(settings.bodies_dir) if settings.bodies_dir
                   else BodyStore(clients.s3, settings.bodies_bucket))
         counters = ShardCounters(clients.dynamodb, settings.control_table)
-        stores = ClusterStores({
+        dynamo_stores = {
             cluster: DynamoMessageStore(clients.dynamodb, settings.cluster_table(cluster), bodies,
                                         settings.inline_body_limit, counters)
             for cluster in settings.clusters
-        })
+        }
+        stores = ClusterStores(dynamo_stores)
         repo = QueueRepository(
             settings.queues_table, region, settings.dynamodb_endpoint,
             settings.metadata_cache_seconds, clients.store_credentials(),
@@ -163,6 +165,7 @@ class Runtime:
             queue_by_arn, settings.long_poll_interval_ms,
             SyncReplicas(self.backend, self.health, self.lag),
             Fairness(settings.fair_queues),
+            {cluster: FifoStore(store) for cluster, store in dynamo_stores.items()},
         )
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)

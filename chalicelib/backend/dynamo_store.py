@@ -55,6 +55,29 @@ class DynamoMessageStore:
         self._moves = BatchMoves(client, table, counters)
         self._counters = counters
 
+    # -- what the FIFO store (`chalicelib.backend.fifo_store`) builds on -------------------
+    @property
+    def client(self) -> DynamoDBClient:
+        """The DynamoDB client of this table."""
+        return self._db
+
+    @property
+    def counters(self) -> ShardCounters:
+        """The shard counters this table's writes keep."""
+        return self._counters
+
+    def offload(self, queue_id: str, message: Message) -> Message:
+        """The message with a body past the inline limit moved to S3."""
+        return self._offload(queue_id, message)
+
+    def load(self, item: Item) -> Message:
+        """The Message of an item, with what lives in S3 read back."""
+        return self._load(item)
+
+    def batch_write(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """BatchWriteItem in chunks with retries; returns what stayed unprocessed."""
+        return self._batch_write(requests)
+
     # -- writes ---------------------------------------------------------------------------
     def put_messages(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> set[str]:
         """BatchWriteItem (any shards in one call) with retries; large bodies go to S3 first.

@@ -79,7 +79,7 @@ def to_item(queue_id: str, shard: int, message: Message) -> Item:
         "sys_md5": message.system_attributes_md5,
         "claim": message.claim_token or None,
         "dlq_source": message.dead_letter_source_arn,
-        "grp": message.message_group_id,
+        "grp": message.group_id,
     }
     item.update({k: {"S": v} for k, v in optional.items() if v})
     if message.first_receive_ms:
@@ -119,7 +119,7 @@ def from_item(
         body_key=_s(item, "body_key"),
         attributes_key=_s(item, "attrs_key"),
         dead_letter_source_arn=_s(item, "dlq_source"),
-        message_group_id=_s(item, "grp"),
+        group_id=_s(item, "grp"),
     )
 
 

@@ -44,8 +44,12 @@ class Message:
     body_key: str | None = None
     attributes_key: str | None = None
     dead_letter_source_arn: str | None = None
-    # The tenant of a standard queue's message (fair queues), or a FIFO queue's group.
-    message_group_id: str | None = None
+    # MessageGroupId: a FIFO queue's group, or the tenant of a standard queue's message
+    # (fair queues).
+    group_id: str | None = None
+    # FIFO queues only: MessageDeduplicationId and SequenceNumber.
+    dedup_id: str | None = None
+    sequence_number: str | None = None
 
     def is_visible(self, now_ms: int) -> bool:
         """True when a receive may claim it."""

@@ -35,6 +35,7 @@ def _send_request(p: Params, entry_id: str = "", trace_header: str | None = None
         system_attributes=p.message_attributes("MessageSystemAttributes"),
         trace_header=trace_header,
         message_group_id=p.optional_str("MessageGroupId"),
+        deduplication_id=p.optional_str("MessageDeduplicationId"),
     )
 
 
@@ -44,6 +45,8 @@ def _sent(message: Message) -> Response:
         result["MD5OfMessageAttributes"] = message.attributes_md5
     if message.system_attributes_md5:
         result["MD5OfMessageSystemAttributes"] = message.system_attributes_md5
+    if message.sequence_number:
+        result["SequenceNumber"] = message.sequence_number
     return result
 
 
@@ -87,7 +90,8 @@ def receive_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     max_messages = _bounded(p, "MaxNumberOfMessages", 1, 10) or 1
     visibility = _bounded(p, "VisibilityTimeout", 0, 43_200)
     wait = _bounded(p, "WaitTimeSeconds", 0, 20)
-    received = svc.messages.receive(queue, max_messages, visibility, wait)
+    attempt_id = p.optional_str("ReceiveRequestAttemptId")
+    received = svc.messages.receive(queue, max_messages, visibility, wait, attempt_id)
     if not received:
         return {}
     # MessageSystemAttributeNames replaces the older AttributeNames: when both are given,
@@ -105,13 +109,17 @@ def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
         "ApproximateReceiveCount": str(message.receive_count),
         "ApproximateFirstReceiveTimestamp": str(message.first_receive_ms),
     }
+    fifo_values = {"MessageGroupId": message.group_id,
+                   "MessageDeduplicationId": message.dedup_id,
+                   "SequenceNumber": message.sequence_number}
+    values.update({k: v for k, v in fifo_values.items() if v})
     trace = message.system_attributes.get("AWSTraceHeader")
     if trace is not None and trace.string_value:
         values["AWSTraceHeader"] = trace.string_value
     if message.dead_letter_source_arn:
         values["DeadLetterQueueSourceArn"] = message.dead_letter_source_arn
-    if message.message_group_id is not None:
-        values["MessageGroupId"] = message.message_group_id
+    if message.group_id is not None:
+        values["MessageGroupId"] = message.group_id
     every = "All" in names
     return {k: values[k] for k in SYSTEM_NAMES if k in values and (every or k in names)}
 

@@ -11,7 +11,6 @@ from chalicelib.domain.queues import parse_queue_arn
 from chalicelib.service.exceptions import (
     InvalidAttributeNameError,
     InvalidAttributeValueError,
-    UnsupportedOperationError,
 )
 from chalicelib.service.shards import MAX_SHARDS
 from chalicelib.service.text import utf8_length
@@ -45,6 +44,16 @@ DEFAULTS: dict[str, str] = {
 FIFO_ONLY = frozenset(
     {"FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"}
 )
+FIFO_DEFAULTS: dict[str, str] = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "queue",
+    "FifoThroughputLimit": "perQueue",
+}
+_CHOICES = {
+    "DeduplicationScope": ("queue", "messageGroup"),
+    "FifoThroughputLimit": ("perQueue", "perMessageGroupId"),
+}
 SETTABLE = frozenset(
     {
         *INT_RANGES,
@@ -191,16 +200,44 @@ CHECKS: dict[str, Callable[[str, str], str]] = {
 }
 
 
-def validate_settable(attributes: Mapping[str, str]) -> dict[str, str]:
+def _check_fifo_attribute(name: str, value: str, fifo: bool) -> str | None:
+    """A FIFO-only attribute's value, normalised; None to leave it out (FifoQueue=false on
+    a standard queue). A standard queue refuses the others as SQS does."""
+    if not fifo:
+        if name == "FifoQueue" and value.lower() == "false":
+            return None
+        if name in _CHOICES:
+            raise InvalidAttributeNameError(
+                f"You can specify the {name} only when FifoQueue is set to true.")
+        raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
+    if name == "FifoQueue":
+        if value.lower() != "true":
+            raise _invalid(name, "Modifying queue type is not supported.")
+        return "true"
+    if name == "ContentBasedDeduplication":
+        return _check_bool(name, value)
+    if value not in _CHOICES[name]:
+        raise _invalid(name, f"Must be {' or '.join(_CHOICES[name])}.")
+    return value
+
+
+def check_fifo_combination(attributes: Mapping[str, str]) -> None:
+    """High throughput (perMessageGroupId) needs DeduplicationScope=messageGroup."""
+    if (attributes.get("FifoThroughputLimit") == "perMessageGroupId"
+            and attributes.get("DeduplicationScope") != "messageGroup"):
+        raise _invalid("FifoThroughputLimit", "You can specify perMessageGroupId only when "
+                       "DeduplicationScope is messageGroup.")
+
+
+def validate_settable(attributes: Mapping[str, str], fifo: bool = False) -> dict[str, str]:
     """Check names and values of attributes a client sets; return them normalised."""
     normalised: dict[str, str] = {}
     for name, value in attributes.items():
         if name in FIFO_ONLY:
-            if name == "FifoQueue" and str(value).lower() == "false":
-                continue
-            raise UnsupportedOperationError(
-                f"{name}: FIFO queues are not supported by DMQ yet; use a standard queue."
-            )
+            checked = _check_fifo_attribute(name, str(value), fifo)
+            if checked is not None:
+                normalised[name] = checked
+            continue
         if name not in SETTABLE and name not in EXTENSIONS_SETTABLE:
             raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
         limit = TEXT_LIMITS.get(name)
@@ -210,18 +247,20 @@ def validate_settable(attributes: Mapping[str, str]) -> dict[str, str]:
     return normalised
 
 
-def with_defaults(attributes: Mapping[str, str]) -> dict[str, str]:
+def with_defaults(attributes: Mapping[str, str], fifo: bool = False) -> dict[str, str]:
     """The attributes of a new queue: the defaults overlaid with what was given."""
-    merged = dict(DEFAULTS)
+    merged = {**DEFAULTS, **(FIFO_DEFAULTS if fifo else {})}
     merged.update({k: v for k, v in attributes.items() if v != "" or k not in DEFAULTS})
     return {k: v for k, v in merged.items() if v != ""}
 
 
-def validate_readable(names: list[str]) -> list[str]:
-    """Check names asked of GetQueueAttributes; expand `All`."""
+def validate_readable(names: list[str], fifo: bool = False) -> list[str]:
+    """Check names asked of GetQueueAttributes; expand `All`. FIFO attributes exist only
+    on FIFO queues."""
+    readable = READABLE | FIFO_ONLY if fifo else READABLE
     for name in names:
-        if name not in READABLE:
+        if name not in readable:
             raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
     if "All" in names:
-        return sorted(SETTABLE | set(COMPUTED))
+        return sorted(SETTABLE | set(COMPUTED) | (FIFO_ONLY if fifo else set()))
     return list(dict.fromkeys(names))

@@ -125,7 +125,7 @@ class Fairness:
         """
         if queue_id.endswith(".fifo"):
             return list(placed)
-        noisy = self.place(queue_id, [m.message_group_id for _, m in placed], now_ms)
+        noisy = self.place(queue_id, [m.group_id for _, m in placed], now_ms)
         if any(noisy):
             observability.add_count("NoisyLaneMessages", sum(noisy))
         return [

@@ -6,10 +6,11 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.store import CandidatePage, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
@@ -28,6 +29,7 @@ from chalicelib.domain.messages import (
 )
 from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.service import fairness, shards
+from chalicelib.service import fifo as fifo_rules
 from chalicelib.service import message_rules as rules
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
 from chalicelib.service.checksums import md5_of_attributes, md5_of_body
@@ -64,6 +66,7 @@ class SendRequest:
     # does not carry its own.
     trace_header: str | None = None
     message_group_id: str | None = None
+    deduplication_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,9 +125,11 @@ class MessageService:
         queue_by_arn: QueueByArn, poll_interval_ms: int = 1000,
         sync_replicas: SyncReplicate = _no_replicas,
         fair: fairness.Fairness | None = None,
+        fifo_stores: Mapping[str, FifoStore] | None = None,
     ) -> None:
         self.fairness = fair or fairness.Fairness()
         self._stores = stores
+        self._fifo = fifo_rules.FifoService(fifo_stores or {}, receipts, clock, queue_by_arn)
         self._sync_replicas = sync_replicas
         self._receipts = receipts
         self._clock = clock
@@ -165,12 +170,27 @@ class MessageService:
             system_attributes=system,
             # the digest of what the client sent, as the SDKs check it
             system_attributes_md5=md5_of_attributes(request.system_attributes),
-            message_group_id=request.message_group_id,
+            group_id=request.message_group_id,
         )
+
+    def _prepare_any(self, queue: QueueRecord, request: SendRequest, now: int) -> Message:
+        """A standard or FIFO message, validated; FIFO ones carry their group and dedup id."""
+        if not fifo_rules.is_fifo(queue):
+            fifo_rules.check_standard_send(request.deduplication_id)
+            return self._prepare(queue, request, now)
+        message = self._prepare(queue, replace(request, delay_seconds=None), now)
+        fifo_rules.check_fifo_send(queue, request.message_group_id, request.deduplication_id,
+                                   request.delay_seconds)
+        return fifo_rules.with_fifo_ids(queue, message, request.message_group_id or "",
+                                        request.deduplication_id, now)
 
     def send(self, queue: QueueRecord, request: SendRequest) -> Message:
         """SendMessage: validate, store, wake long polls. Raises the SQS error on failure."""
-        message = self._prepare(queue, request, self._clock.now_ms())
+        message = self._prepare_any(queue, request, self._clock.now_ms())
+        if fifo_rules.is_fifo(queue):
+            (stored,) = self._fifo.store(queue, [message])
+            self._wakeups.notify(queue.queue_id)
+            return stored
         if self._store_spread(queue, [message]):
             raise ServiceUnavailableError("The message could not be stored; retry the request.")
         self._wakeups.notify(queue.queue_id)
@@ -187,13 +207,21 @@ class MessageService:
                 f"{total} bytes."
             )
         now = self._clock.now_ms()
+        if fifo_rules.is_fifo(queue):
+            fifo_rules.check_fifo_batch(
+                queue, [(r.message_group_id, r.deduplication_id) for r in requests])
         prepared: list[tuple[str, Message]] = []
         failures: list[EntryFailure] = []
         for request in requests:
             try:
-                prepared.append((request.entry_id, self._prepare(queue, request, now)))
+                prepared.append((request.entry_id, self._prepare_any(queue, request, now)))
             except SqsError as error:
                 failures.append(EntryFailure.of(request.entry_id, error))
+        if fifo_rules.is_fifo(queue):
+            stored = self._fifo.store(queue, [m for _, m in prepared])
+            if stored:
+                self._wakeups.notify(queue.queue_id)
+            return [(e, m) for (e, _), m in zip(prepared, stored, strict=True)], failures
         unstored = self._store_spread(queue, [m for _, m in prepared])
         sent = [(e, m) for e, m in prepared if m.message_id not in unstored]
         failures += [
@@ -236,9 +264,23 @@ class MessageService:
     # -- receive -----------------------------------------------------------------------
     def receive(
         self, queue: QueueRecord, max_messages: int, visibility_timeout: int | None,
-        wait_seconds: int | None,
+        wait_seconds: int | None, attempt_id: str | None = None,
     ) -> list[Received]:
-        """ReceiveMessage: claim up to `max_messages`, long-polling up to `wait_seconds`."""
+        """ReceiveMessage: claim up to `max_messages`, long-polling up to `wait_seconds`.
+        On a FIFO queue a live ReceiveRequestAttemptId returns that attempt's messages."""
+        once: Callable[[QueueRecord, int, int], list[Received]] = self._receive_once
+        if fifo_rules.is_fifo(queue):
+            fifo_rules.check_attempt_id(attempt_id)  # standard queues ignore the parameter
+            if attempt_id:
+                replayed = self._fifo.replay(queue, attempt_id)
+                if replayed is not None:
+                    return [Received(r.message, r.receipt_handle) for r in replayed]
+
+            def fifo_once(queue: QueueRecord, wanted: int, timeout: int) -> list[Received]:
+                return [Received(r.message, r.receipt_handle)
+                        for r in self._fifo.receive_once(queue, wanted, timeout, attempt_id)]
+
+            once = fifo_once
         timeout = visibility_timeout
         if timeout is None:
             timeout = queue.attribute_int("VisibilityTimeout")
@@ -250,7 +292,7 @@ class MessageService:
         wall_deadline = time.monotonic() + wait
         while True:
             seen = self._wakeups.generation(queue.queue_id)
-            got = self._receive_once(queue, max_messages, timeout)
+            got = once(queue, max_messages, timeout)
             remaining = min(deadline - self._clock.now_ms(),
                             (wall_deadline - time.monotonic()) * 1000)
             if got or remaining <= 0:
@@ -292,7 +334,7 @@ class MessageService:
         with self._lock:
             self.stats.receives += 1
             self.stats.returned += len(got)
-        self.fairness.saw_received(queue.queue_id, [r.message.message_group_id for r in got], now)
+        self.fairness.saw_received(queue.queue_id, [r.message.group_id for r in got], now)
         return got
 
     def _claim_from_shard(
@@ -491,6 +533,13 @@ class MessageService:
         one of a redelivered message included (SQS's observed behaviour for standard
         queues); a handle of a message already gone succeeds and deletes nothing."""
         refs, failures = self._decode(queue, entries)
+        if fifo_rules.is_fifo(queue):
+            handles = {e.entry_id: e.receipt_handle for e in entries}
+            failed = self._fifo.delete(queue, [(i, handles[i], r) for i, r in refs])
+            self._wakeups.notify(queue.queue_id)  # a released group can be served at once
+            gone = {entry_id for entry_id, _ in failed}
+            return ([i for i, _ in refs if i not in gone],
+                    failures + [EntryFailure(i, error) for i, error in failed])
         for cluster, group in _by_cluster(queue, [ref for _, ref in refs]).items():
             self._stores.of(cluster).delete_claimed(group, any_claim=True)
         return [entry_id for entry_id, _ in refs], failures
@@ -516,11 +565,16 @@ class MessageService:
         now = self._clock.now_ms()
         timeouts = {e.entry_id: e.visibility_timeout for e in valid}
         handles = {e.entry_id: e.receipt_handle for e in valid}
-        # An older handle of a message in flight under a newer receive changes that
-        # receive's visibility, as SQS does for standard queues.
-        changes = [VisibilityChange(ref, now + timeouts[eid] * 1000, any_claim=True)
-                   for eid, ref in refs]
-        outcomes = self._change_visibility(queue, changes, now)
+        if fifo_rules.is_fifo(queue):
+            outcomes = [VisibilityOutcome(self._fifo.change_visibility(queue, ref, timeouts[eid]))
+                        for eid, ref in refs]
+            self._wakeups.notify(queue.queue_id)  # a group may have been released
+        else:
+            # An older handle of a message in flight under a newer receive changes that
+            # receive's visibility, as SQS does for standard queues.
+            changes = [VisibilityChange(ref, now + timeouts[eid] * 1000, any_claim=True)
+                       for eid, ref in refs]
+            outcomes = self._change_visibility(queue, changes, now)
         done: list[str] = []
         for (entry_id, _ref), outcome in zip(refs, outcomes, strict=True):
             if outcome is VisibilityOutcome.CHANGED:
@@ -567,10 +621,14 @@ class MessageService:
     # -- queue-wide ----------------------------------------------------------------------
     def purge(self, queue: QueueRecord) -> int:
         """Delete every message of every shard."""
+        if fifo_rules.is_fifo(queue):
+            return self._fifo.purge(queue)
         return sum(self._stores.of(s.cluster).purge(queue.queue_id, s.id) for s in queue.shards)
 
     def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
         """The oldest live messages of every shard, read without claiming (inspection)."""
+        if fifo_rules.is_fifo(queue):
+            return self._fifo.peek(queue, limit)
         now = self._clock.now_ms()
         found: list[Message] = []
         for shard in queue.shards:
@@ -580,6 +638,8 @@ class MessageService:
 
     def counts(self, queue: QueueRecord) -> Counts:
         """Approximate counts over every shard."""
+        if fifo_rules.is_fifo(queue):
+            return self._fifo.counts(queue)
         now = self._clock.now_ms()
         total = Counts()
         for shard in queue.shards:
@@ -592,6 +652,8 @@ class MessageService:
 
     def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
         """Approximate counts of each shard (the admin view)."""
+        if fifo_rules.is_fifo(queue):
+            return self._fifo.shard_counts(queue)
         now = self._clock.now_ms()
         return {s.id: self._stores.of(s.cluster).count(queue.queue_id, s.id, now)
                 for s in queue.shards}

@@ -31,8 +31,8 @@ from chalicelib.service.exceptions import (
     QueueDoesNotExistError,
     QueueNameExistsError,
     ServiceUnavailableError,
-    UnsupportedOperationError,
 )
+from chalicelib.service.fifo import is_fifo
 from chalicelib.service.messages import MessageService
 from chalicelib.service.shards import resize, split
 from chalicelib.service.tags import check_tag_keys, check_tags
@@ -48,13 +48,20 @@ WRITE_PAUSE_S = 0.01
 logger = logging.getLogger("dmq.service")
 
 
-def check_queue_name(name: str) -> None:
-    """1 to 80 alphanumerics, hyphens or underscores; FIFO names wait for FIFO support."""
-    if name.endswith(".fifo"):
-        raise UnsupportedOperationError(
-            "FIFO queues (names ending in .fifo) are not supported by DMQ yet; "
-            "use a standard queue."
-        )
+HIGH_THROUGHPUT_SHARDS = 4
+FIFO_NAME_ERROR = (
+    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "
+    "underscores, must end with .fifo suffix and be 1 to 80 in length."
+)
+
+
+def check_queue_name(name: str, fifo: bool = False) -> None:
+    """1 to 80 alphanumerics, hyphens or underscores; a FIFO queue's name ends in .fifo
+    (which counts toward the 80), and only a FIFO queue's may."""
+    if fifo:
+        if not name.endswith(".fifo"):
+            raise InvalidParameterValueError(FIFO_NAME_ERROR)
+        name = name[:-5] + "_fifo" if len(name) > 5 else name
     if not _NAME.fullmatch(name):
         raise InvalidParameterValueError(
             "Can only include alphanumeric characters, hyphens, or underscores. "
@@ -104,8 +111,9 @@ class QueueService:
         tags: Mapping[str, str],
     ) -> QueueRecord:
         """CreateQueue: idempotent for equal attributes, QueueNameExists otherwise."""
-        check_queue_name(name)
-        given = attrs.validate_settable(attributes)
+        fifo = str(attributes.get("FifoQueue", "")).lower() == "true"
+        check_queue_name(name, fifo)
+        given = attrs.validate_settable(attributes, fifo)
         check_tags(tags)
         now = self._clock.now_ms()
         existing = self._repo.get(queue_id_of(account, name), fresh=True)
@@ -113,11 +121,16 @@ class QueueService:
             reuse = self._reuse_existing(existing, given, now)
             if reuse is not None:
                 return reuse
-        self._check_redrive(account, queue_arn(region, account, name), given)
+        self._check_redrive(account, queue_arn(region, account, name), given, fifo)
         sqs_given, count = _split_extensions(given)
+        initial = attrs.with_defaults(sqs_given, fifo)
+        if fifo:
+            attrs.check_fifo_combination(initial)
+            if count is None and initial["FifoThroughputLimit"] == "perMessageGroupId":
+                count = HIGH_THROUGHPUT_SHARDS
         record = QueueRecord(
             account=account, name=name, region=region,
-            attributes=attrs.with_defaults(sqs_given), tags=dict(tags),
+            attributes=initial, tags=dict(tags),
             created_ms=now, modified_ms=now,
             shards=resize((), count or 1, self._place(queue_id_of(account, name)), now),
             home_region=region,
@@ -156,7 +169,7 @@ class QueueService:
                     "A queue already exists with the same name and a different value for "
                     f"attribute {key}"
                 )
-        for key, value in attrs.with_defaults(sqs_given).items():
+        for key, value in attrs.with_defaults(sqs_given, is_fifo(existing)).items():
             if key in given and existing.attributes.get(key, "") != value:
                 raise QueueNameExistsError(
                     f"A queue already exists with the same name and a different value for "
@@ -213,7 +226,7 @@ class QueueService:
     # -- attributes ----------------------------------------------------------------------
     def get_attributes(self, queue: QueueRecord, names: Sequence[str]) -> dict[str, str]:
         """GetQueueAttributes; the message counts are read only when asked for."""
-        wanted = attrs.validate_readable(list(names))
+        wanted = attrs.validate_readable(list(names), is_fifo(queue))
         values = dict(queue.attributes)
         values.update(
             CreatedTimestamp=str(queue.created_ms // 1000),
@@ -236,13 +249,18 @@ class QueueService:
 
     def set_attributes(self, queue: QueueRecord, attributes: Mapping[str, str]) -> None:
         """SetQueueAttributes; an empty RedrivePolicy or Policy removes it."""
-        given = attrs.validate_settable(attributes)
-        self._check_redrive(queue.account, queue.arn, given)
+        fifo = is_fifo(queue)
+        given = attrs.validate_settable(attributes, fifo)
+        self._check_redrive(queue.account, queue.arn, given, fifo)
         sqs_given, count = _split_extensions(given)
+        if fifo and count is not None and count != queue.shard_count:
+            raise _fixed_shards()
         now = self._clock.now_ms()
 
         def changed(current: QueueRecord) -> QueueRecord:
             merged = {**current.attributes, **sqs_given}
+            if fifo:
+                attrs.check_fifo_combination(merged)
             shards = current.shards
             if count is not None:
                 shards = resize(shards, count, self._new_shard_cluster(current), now)
@@ -274,12 +292,16 @@ class QueueService:
     # -- shards (the internal cluster manager) -----------------------------------------
     def set_shard_count(self, queue: QueueRecord, count: int) -> QueueRecord:
         """Scale a queue out or in; shards scaled in drain before they are forgotten."""
+        if is_fifo(queue) and count != queue.shard_count:
+            raise _fixed_shards()
         now = self._clock.now_ms()
         return self._update(queue, lambda q: q.with_changes(
             shards=resize(q.shards, count, self._new_shard_cluster(q), now), modified_ms=now))
 
     def split(self, queue: QueueRecord, cluster: str) -> QueueRecord:
         """Spread a hot queue onto another cluster: as many new shards there as it has."""
+        if is_fifo(queue):
+            raise _fixed_shards()
         now = self._clock.now_ms()
 
         def spread(current: QueueRecord) -> QueueRecord:
@@ -311,8 +333,10 @@ class QueueService:
         return max(set(clusters), key=clusters.count) if clusters else self._place(
             queue.queue_id)
 
-    def _check_redrive(self, account: str, source_arn: str, given: Mapping[str, str]) -> None:
-        """A RedrivePolicy must name a live queue of the account that accepts this source."""
+    def _check_redrive(self, account: str, source_arn: str, given: Mapping[str, str],
+                       fifo: bool = False) -> None:
+        """A RedrivePolicy must name a live queue of the account, of the source's type
+        (FIFO or standard), that accepts this source."""
         raw = given.get("RedrivePolicy")
         if not raw:
             return
@@ -323,6 +347,8 @@ class QueueService:
             reason = "Dead letter target does not exist."
         elif target.account != account:
             reason = "Dead letter target must be in the same account."
+        elif is_fifo(target) != fifo:
+            reason = "Dead-letter queue must be same type of queue as the source.."
         if reason is None and target is not None:
             reason = _allow_policy_refusal(target, source_arn)
         if reason:
@@ -405,6 +431,12 @@ def _contended(queue_id: str) -> ServiceUnavailableError:
     logger.warning("metadata of %s kept changing under %d writes", queue_id, WRITE_ATTEMPTS)
     return ServiceUnavailableError(
         "The queue was changed by other requests at the same time; retry the request.")
+
+
+def _fixed_shards() -> InvalidAttributeValueError:
+    return InvalidAttributeValueError(
+        f"Invalid value for the parameter {attrs.SHARD_COUNT}. Reason: A FIFO queue keeps the "
+        "shards it was created with, so that each message group stays in one shard.")
 
 
 def _split_extensions(given: Mapping[str, str]) -> tuple[dict[str, str], int | None]:

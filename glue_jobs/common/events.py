@@ -19,6 +19,11 @@ Event types:
 
 `at_ms` is when the change happened: the claim time DMQ writes (`rcv`) for receives,
 else the stream's approximate creation time.
+
+FIFO queues keep other items beside their messages in the shard partitions (group
+items `g#...`, the sequence counter `s#`, dedup items `d#...`) and in `<queue>#dedup`
+and `<queue>#attempt`: only message items become events. A FIFO message item's sort key
+is `f#<group> <sequence>`; its message id is the item's `mid`.
 """
 
 from __future__ import annotations
@@ -59,9 +64,21 @@ def dedupe_records(records: DataFrame) -> DataFrame:
             .dropDuplicates(["dmqEpoch", "eventSourceARN", "_seq"]).drop("_seq"))
 
 
+def is_message_key(pk: Column, sk: Column) -> Column:
+    """True for the key of a message item (standard, or FIFO `f#...`), not for the other
+    items FIFO queues keep in the messages tables."""
+    return pk.rlike("#[0-9]+$") & (~sk.rlike("^[gsd]#"))
+
+
+def message_id_of(image_mid: Column, sk: Column) -> Column:
+    """A message item's message id: FIFO items carry it as `mid`, others as the sort key."""
+    return F.coalesce(image_mid, sk)
+
+
 def events_from_records(records: DataFrame) -> DataFrame:
     """Lifecycle events from (deduplicated) stream records of the messages tables."""
     pk = F.col("dynamodb.Keys").getItem("pk").getField("S")
+    sk = F.col("dynamodb.Keys").getItem("sk").getField("S")
     new_rc, old_rc = _n("NewImage", "rc"), _n("OldImage", "rc")
     record_ms = (F.col("dynamodb.ApproximateCreationDateTime") * 1000).cast("long")
     event_type = (
@@ -74,7 +91,7 @@ def events_from_records(records: DataFrame) -> DataFrame:
     )
     return (
         records
-        .where(pk.isNotNull())
+        .where(pk.isNotNull() & is_message_key(pk, sk))
         .select(
             F.coalesce(F.col("dmqEpoch"), F.lit("")).alias("epoch"),
             F.col("eventSourceARN").alias("source"),
@@ -86,7 +103,7 @@ def events_from_records(records: DataFrame) -> DataFrame:
             .otherwise(record_ms).alias("at_ms"),
             F.regexp_extract(pk, r"^(.*)#[0-9]+$", 1).alias("queue_id"),
             pk.alias("pk"),
-            F.col("dynamodb.Keys").getItem("sk").getField("S").alias("message_id"),
+            message_id_of(_both_s("mid"), sk).alias("message_id"),
             _both("sent_ms").alias("sent_ms"),
             _both("expires_ms").alias("expires_ms"),
             old_rc.alias("old_rc"),

@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.window import WindowSpec
 
-from glue_jobs.common.events import SEQ_WIDTH
+from glue_jobs.common.events import SEQ_WIDTH, is_message_key, message_id_of
 
 LOSS_MARGIN_MS = 2_000
 MOVE_WINDOW_MS = 5_000
@@ -208,11 +208,12 @@ def live_copies(export_items: DataFrame) -> DataFrame:
     """(table, region, pk, message_id) of the message items in the exports; tombstones
     are gone."""
     item = F.col("item")
+    pk = item.getItem("pk").getField("S")
+    sk = item.getItem("sk").getField("S")
     return export_items.where(
-        item.getItem("pk").getField("S").isNotNull()
-        & item.getItem("_tomb").isNull()
+        pk.isNotNull() & item.getItem("_tomb").isNull() & is_message_key(pk, sk)
     ).select(
         *TABLE,
-        item.getItem("pk").getField("S").alias("pk"),
-        item.getItem("sk").getField("S").alias("message_id"),
+        pk.alias("pk"),
+        message_id_of(item.getItem("mid").getField("S"), sk).alias("message_id"),
     )

@@ -26,7 +26,7 @@ def _messages(store: Store, tmp_path: Path) -> DynamoMessageStore:
 
 def _message(message_id: str, visible_at: int, group: str | None = None) -> Message:
     return Message(message_id, f"body {message_id}", "md5", sent_ms=NOW, visible_at=visible_at,
-                   expires_ms=NOW + 10**9, message_group_id=group)
+                   expires_ms=NOW + 10**9, group_id=group)
 
 
 def test_the_main_read_never_reaches_the_noisy_lane_and_the_lane_read_only_it(
@@ -62,7 +62,7 @@ def test_counts_read_no_noisy_lane_and_a_claim_moves_the_message_out_of_it(
     (candidate,) = messages.find_candidates(Q, 0, LANE_BASE + NOW, 10, None, LANE_BASE).candidates
     claimed = messages.claim(Q, 0, candidate, NOW + 30_000, "tok", NOW)
     assert claimed is not None and claimed.visible_at == NOW + 30_000
-    assert claimed.message_group_id == "flood"
+    assert claimed.group_id == "flood"
     assert messages.find_candidates(Q, 0, LANE_BASE + NOW + 10**8, 10, None,
                                     LANE_BASE).candidates == []
     counts = messages.count(Q, 0, NOW)

@@ -377,13 +377,12 @@ def test_eleven_entries_are_too_many(sqs: Any, unique_name: Names) -> None:
 
 def test_fifo_and_invalid_queue_names_are_refused(sqs: Any, unique_name: Names) -> None:
     fifo = unique_name("fifo") + ".fifo"
-    error = expect_error(
-        lambda: sqs.create_queue(QueueName=fifo, Attributes={"FifoQueue": "true"}),
-        sqs.exceptions.UnsupportedOperation)
-    assert error.response["Error"]["Code"] == "AWS.SimpleQueueService.UnsupportedOperation"
-    assert "FIFO" in error.response["Error"]["Message"]
-    expect_error(lambda: sqs.create_queue(QueueName=fifo), sqs.exceptions.UnsupportedOperation)
+    error = expect_error(lambda: sqs.create_queue(QueueName=fifo), ClientError)
+    assert error.response["Error"]["Code"] == "InvalidParameterValue"
     expect_error(lambda: sqs.get_queue_url(QueueName=fifo), sqs.exceptions.QueueDoesNotExist)
+    named = expect_error(lambda: sqs.create_queue(QueueName=unique_name("plain"),
+                                                  Attributes={"FifoQueue": "true"}), ClientError)
+    assert "must end with .fifo suffix" in named.response["Error"]["Message"]
 
     bad = expect_error(lambda: sqs.create_queue(QueueName="has spaces!"), ClientError)
     assert bad.response["Error"]["Code"] == "InvalidParameterValue"

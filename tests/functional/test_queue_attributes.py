@@ -150,10 +150,10 @@ def test_set_unknown_or_read_only_attribute_is_an_invalid_name(sqs: Any, name: s
         sqs.set_queue_attributes(QueueUrl=url, Attributes={name: "1"})
 
 
-def test_set_fifo_attribute_on_a_standard_queue_is_unsupported(sqs: Any) -> None:
-    # GIVEN a standard queue WHEN FifoQueue=true is set THEN DMQ refuses it
+def test_set_fifo_attribute_on_a_standard_queue_is_an_invalid_name(sqs: Any) -> None:
+    # GIVEN a standard queue WHEN FifoQueue=true is set THEN SQS's unknown-attribute error
     url = _queue(sqs)
-    with pytest.raises(sqs.exceptions.UnsupportedOperation):
+    with pytest.raises(sqs.exceptions.InvalidAttributeName):
         sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": "true"})
 
 

@@ -73,23 +73,24 @@ def test_queue_names_are_case_sensitive(sqs: Any) -> None:
     assert _attributes(sqs, lower, "DelaySeconds") == {"DelaySeconds": "5"}
 
 
-def test_fifo_queue_name_is_unsupported(sqs: Any) -> None:
-    # GIVEN a name ending in .fifo WHEN it is created (with or without FifoQueue)
-    for attributes in ({}, {"FifoQueue": "true"}):
-        with pytest.raises(sqs.exceptions.UnsupportedOperation):
-            sqs.create_queue(QueueName="orders.fifo", Attributes=attributes)
-    # THEN DMQ refuses it and no queue exists
+def test_fifo_name_without_fifo_queue_is_invalid(sqs: Any) -> None:
+    # GIVEN a name ending in .fifo WHEN it is created without FifoQueue=true
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.create_queue(QueueName="orders.fifo")
+    # THEN the name is refused as a standard queue's name and no queue exists
+    assert _code(caught) == "InvalidParameterValue"
     assert _names(sqs) == []
 
 
 @pytest.mark.parametrize(
     "attributes",
-    [{"FifoQueue": "true"}, {"ContentBasedDeduplication": "true"},
+    [{"ContentBasedDeduplication": "true"},
      {"DeduplicationScope": "messageGroup"}, {"FifoThroughputLimit": "perMessageGroupId"}],
 )
-def test_fifo_attributes_are_unsupported(sqs: Any, attributes: dict[str, str]) -> None:
+def test_fifo_attributes_are_refused_on_a_standard_queue(
+        sqs: Any, attributes: dict[str, str]) -> None:
     # GIVEN a standard name WHEN a FIFO-only attribute is given
-    with pytest.raises(sqs.exceptions.UnsupportedOperation):
+    with pytest.raises(sqs.exceptions.InvalidAttributeName):
         sqs.create_queue(QueueName="orders", Attributes=attributes)
     # THEN no queue is created
     assert _names(sqs) == []

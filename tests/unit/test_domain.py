@@ -12,7 +12,6 @@ from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
     QueueDoesNotExistError,
     ReceiptHandleIsInvalidError,
-    UnsupportedOperationError,
 )
 from chalicelib.service.receipts import ReceiptCodec
 from infra import provision
@@ -77,8 +76,9 @@ def test_queue_attribute_validation() -> None:
         attributes.validate_settable({"VisibilityTimeout": "43201"})
     with pytest.raises(InvalidAttributeNameError):
         attributes.validate_settable({"QueueArn": "x"})
-    with pytest.raises(UnsupportedOperationError):
+    with pytest.raises(InvalidAttributeNameError):
         attributes.validate_settable({"FifoQueue": "true"})
+    assert attributes.validate_settable({"FifoQueue": "TRUE"}, fifo=True) == {"FifoQueue": "true"}
     assert attributes.with_defaults({})["VisibilityTimeout"] == "30"
 
 

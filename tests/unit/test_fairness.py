@@ -89,8 +89,8 @@ def test_steer_moves_only_noisy_messages_to_the_noisy_lane() -> None:
     fair = Fairness()
     _send(fair, "a", 5)
     _send(fair, "flood", 100)
-    quiet = Message("q", "b", "m", NOW, NOW + 2000, NOW + 10**6, message_group_id="a")
-    noisy = Message("n", "b", "m", NOW, NOW + 2000, NOW + 10**6, message_group_id="flood")
+    quiet = Message("q", "b", "m", NOW, NOW + 2000, NOW + 10**6, group_id="a")
+    noisy = Message("n", "b", "m", NOW, NOW + 2000, NOW + 10**6, group_id="flood")
     placed = fair.steer(Q, [(0, quiet), (3, noisy)], NOW)
     assert placed[0] == (0, quiet)
     assert placed[1][0] == 3 and placed[1][1].visible_at == LANE_BASE + NOW + 2000
@@ -102,7 +102,7 @@ def test_a_fifo_queue_is_never_steered() -> None:
     fair = Fairness()
     fifo = "000000000000/orders.fifo"
     fair.place(fifo, ["a"] * 5, NOW)
-    flood = [(0, Message(str(n), "b", "m", NOW, NOW, NOW + 10**6, message_group_id="flood"))
+    flood = [(0, Message(str(n), "b", "m", NOW, NOW, NOW + 10**6, group_id="flood"))
              for n in range(100)]
     assert fair.steer(fifo, flood, NOW) == flood
 
