@@ -172,6 +172,44 @@ def move_tasks(d: Driver, main: str, dlq: str, dlq_arn: str) -> None:
            TaskHandle=started.get("TaskHandle", "no-task-was-started"))
 
 
+def fifo(d: Driver, prefix: str) -> None:
+    """A FIFO queue over Query: groups, content-based deduplication, sequence numbers,
+    receive attempts and FIFO errors."""
+    url = d.call("fifo_create", "CreateQueue", QueueName=f"{prefix}-orders.fifo",
+                 Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"})[
+                     "QueueUrl"]
+    d.call("fifo_a1", "SendMessage", QueueUrl=url, MessageBody="a1", MessageGroupId="a")
+    d.call("fifo_b1", "SendMessage", QueueUrl=url, MessageBody="b1", MessageGroupId="b")
+    d.call("fifo_a1_again", "SendMessage", QueueUrl=url, MessageBody="a1", MessageGroupId="a")
+    d.call("fifo_batch", "SendMessageBatch", QueueUrl=url, Entries=[
+        {"Id": "a2", "MessageBody": "a2", "MessageGroupId": "a"},
+        {"Id": "a3", "MessageBody": "a3", "MessageGroupId": "a",
+         "MessageDeduplicationId": "explicit-a3"}])
+    d.call("fifo_no_group", "SendMessage", QueueUrl=url, MessageBody="x")
+    d.call("fifo_delay", "SendMessage", QueueUrl=url, MessageBody="d", MessageGroupId="a",
+           DelaySeconds=5)
+    first = d.call("fifo_receive", "ReceiveMessage", QueueUrl=url, MaxNumberOfMessages=10,
+                   AttributeNames=["All"], ReceiveRequestAttemptId="query-attempt-1")
+    d.call("fifo_receive_again", "ReceiveMessage", QueueUrl=url, MaxNumberOfMessages=10,
+           AttributeNames=["All"], ReceiveRequestAttemptId="query-attempt-1")
+    handles = [m["ReceiptHandle"] for m in first.get("Messages", [])]
+    if handles:
+        d.call("fifo_delete", "DeleteMessageBatch", QueueUrl=url, Entries=[
+            {"Id": str(n), "ReceiptHandle": h} for n, h in enumerate(handles)])
+    d.call("fifo_delete_queue", "DeleteQueue", QueueUrl=url)
+
+
+def tenants(d: Driver, prefix: str) -> None:
+    """A standard queue with a fair-queue tenant and a trace header over Query."""
+    url = d.call("fair_create", "CreateQueue", QueueName=f"{prefix}-tenants")["QueueUrl"]
+    d.call("fair_send", "SendMessage", QueueUrl=url, MessageBody="t", MessageGroupId="tenant-1",
+           MessageSystemAttributes={"AWSTraceHeader": {
+               "DataType": "String", "StringValue": "Root=1-5759e988-bd862e3fe1be46a994272793"}})
+    d.call("fair_receive", "ReceiveMessage", QueueUrl=url, WaitTimeSeconds=5,
+           AttributeNames=["MessageGroupId", "AWSTraceHeader"])
+    d.call("fair_delete_queue", "DeleteQueue", QueueUrl=url)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--endpoint", required=True)
@@ -187,6 +225,8 @@ def main() -> None:
         permissions(d, main_url)
     if {"StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask"} & served:
         move_tasks(d, main_url, dlq, dlq_arn)
+    fifo(d, args.prefix)
+    tenants(d, args.prefix)
     d.call("dead_letter_sources", "ListDeadLetterSourceQueues", QueueUrl=dlq)
     d.call("purge", "PurgeQueue", QueueUrl=main_url)
     d.call("purge_again", "PurgeQueue", QueueUrl=main_url)
