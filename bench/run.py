@@ -202,7 +202,8 @@ def bench(argv: Sequence[str] | None = None) -> Figures:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command-line entry point: the benchmark, then the FIFO runs (`bench/fifo.py`)."""
+    """The command-line entry point: the benchmark, then fair queues (`bench/fair.py`) and
+    the FIFO runs (`bench/fifo.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
