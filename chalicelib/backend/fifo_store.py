@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -723,15 +724,14 @@ class FifoStore:
         values: dict[str, Any] = {":until": _n(until)}
         if ended:
             values.update({":minus": _n(-1), ":sk": {"SS": [ref.message_id]}})
-        try:
-            with translate_errors():
-                self._db.update_item(
-                    TableName=self.table, Key=self._key(pk, fifo.group_key(group)),
-                    UpdateExpression=update,
-                    ConditionExpression="attribute_exists(sk) AND visible_at > :until",
-                    ExpressionAttributeValues=values)
-        except ConditionFailedError:
-            pass
+        # A failed condition means the group is already served at or before `until`: there
+        # is nothing to bring forward, and the message's own change above has landed.
+        with suppress(ConditionFailedError), translate_errors():
+            self._db.update_item(
+                TableName=self.table, Key=self._key(pk, fifo.group_key(group)),
+                UpdateExpression=update,
+                ConditionExpression="attribute_exists(sk) AND visible_at > :until",
+                ExpressionAttributeValues=values)
         return "changed"
 
     # -- counts, purge, peek ---------------------------------------------------------------
