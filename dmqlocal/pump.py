@@ -35,6 +35,7 @@ class _Consumer:
     pending: list[Record] = field(default_factory=list)
     retry_at: float = 0.0
     delay_s: float = 0.0
+    failing: bool = False  # its last hand-over failed: its records wait for a retry
 
 
 @dataclass
@@ -133,9 +134,17 @@ class StreamPump:
             except Exception:
                 logger.exception("reading the stream of %s failed", table)
                 self._by_table.pop(table, None)  # start again from the checkpoints
-        if not moved:
+        if not moved and not self._retrying():
             self._mark_idle(started)
         return moved
+
+    def _retrying(self) -> bool:
+        """Whether a handler holds records it failed on and will be given again: the
+        pump is not idle while it waits out that backoff."""
+        return any(c.failing and c.pending
+                   for stream in self._by_table.values()
+                   for shard in stream.shards.values()
+                   for c in shard.consumers.values())
 
     def _lost(self, table: str, exc: ClientError) -> None:
         """Forget the stream's state: the next pass finds the stream again and resumes
@@ -245,8 +254,10 @@ class StreamPump:
                 binding.handler({"Records": batch}, LambdaContext())
             except RegionDownError as exc:
                 logger.debug("stream records of %s wait: %s", self._region, exc)
+                consumer.failing = False  # it waits for its region, not for a retry
                 break  # no backoff: the region's health is known in process
             except Exception:
+                consumer.failing = True
                 consumer.delay_s = min(max(consumer.delay_s * 2, self.BACKOFF_MIN_S),
                                        self.BACKOFF_MAX_S)
                 consumer.retry_at = now + consumer.delay_s
@@ -258,6 +269,7 @@ class StreamPump:
             handled += len(batch)
             consumer.handled = sequence_number(batch[-1])
             consumer.delay_s = 0.0
+            consumer.failing = False
         return handled
 
     def _mark_idle(self, started: float) -> None:
@@ -267,9 +279,10 @@ class StreamPump:
 
     def wait_caught_up(self, since: float, timeout_s: float) -> bool:
         """Wait until a whole pass that began after `since` (time.monotonic()) handled
-        nothing: every change made before `since` has reached every handler that works
-        (one that keeps failing, such as replication to a down region, waits for its
-        region and does not count). False if that takes longer than `timeout_s`."""
+        nothing and left no handler waiting to retry a batch it failed on: every change
+        made before `since` has reached every handler (one that waits for a down region,
+        such as replication, does not count). False if that takes longer than
+        `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         with self._idle:
             while self._idle_since <= since:
