@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from chalice import Chalice, IAMAuthorizer, Rate, Response
-from chalice.app import CloudWatchEvent, DynamoDBEvent
+from chalice.app import CloudWatchEvent, DynamoDBEvent, Request
 
 from chalicelib import observability
 from chalicelib.backend import maintenance
-from chalicelib.frontend import admin, json_protocol, query_protocol
+from chalicelib.frontend import admin, admin_auth, authn, json_protocol, query_protocol
 from chalicelib.frontend import admin_regions as admin_regions_api
 from chalicelib.frontend.errors import to_sqs_error
+from chalicelib.frontend.sigv4 import SignedRequest
 from chalicelib.runtime import Runtime
+from chalicelib.service.identity import Caller
 from chalicelib.settings import get_settings
 
 app = Chalice(app_name="dmq")
@@ -55,12 +58,13 @@ def _serve_sqs(path: str) -> Response:
     if is_query and keys:  # structured logs are on: name the Query request's action
         keys = query_protocol.log_keys(query_request, runtime.settings.account_id)
     with observability.request_scope({**keys, "request_id": _request_id()}):
+        authenticate = _sqs_authenticator(path, pairs, body)
         if is_query:
             result = query_protocol.handle(runtime.services_for_request, query_request,
-                                           runtime.meter())
+                                           runtime.meter(), authenticate)
         else:
             result = json_protocol.handle(runtime.services_for_request, dict(request.headers),
-                                          body, runtime.meter())
+                                          body, runtime.meter(), authenticate)
         observability.request_served(result.status, result.headers.get("x-amzn-RequestId", ""))
     headers: dict[str, str | list[str]] = dict(result.headers)
     return Response(body=result.body, status_code=result.status, headers=headers)
@@ -286,3 +290,76 @@ def advance_move_tasks(event: CloudWatchEvent) -> None:
     """Run the message move tasks (dead-letter redrive) a bounded step at a time."""
     for region in _live_local_regions():
         runtime.services_for(region).move_tasks.advance(runtime.settings.move_task_run_s)
+
+
+# -- Authentication: SigV4 on SQS requests, admin credentials, access keys ------------------
+def _signed_request(path: str, pairs: list[tuple[str, str]], body: bytes | None) -> SignedRequest:
+    """What SigV4 verification reads of the current request (the path as the client sent
+    it: API Gateway's full path, stage included, when there is one)."""
+    request = app.current_request
+    assert request is not None
+    context = request.context if isinstance(request.context, dict) else {}
+    sent_path = context.get("path")
+    return SignedRequest(
+        method=request.method, path=sent_path if isinstance(sent_path, str) else path,
+        query=pairs, headers={k.lower(): v for k, v in request.headers.items()},
+        body=body or b"")
+
+
+def _sqs_authenticator(path: str, pairs: list[tuple[str, str]],
+                       body: bytes | None) -> Callable[[], Caller]:
+    """Authenticates the current SQS request when the protocol handler asks."""
+    signed = _signed_request(path, pairs, body)
+    return lambda: authn.authenticate(runtime.identities(), signed)
+
+
+def _admin_error(exc: Exception) -> Response:
+    error = to_sqs_error(exc)
+    return Response(body={"code": error.code, "message": error.message},
+                    status_code=error.status)
+
+
+@app.middleware("http")
+def admin_credentials(event: Request, get_response: Callable[[Request], Response]) -> Response:
+    """The admin API (`/admin/...`) needs an admin credential, SigV4 for execute-api. A
+    deployed stage leaves that to API Gateway's IAM authorizer."""
+    if not event.path.startswith("/admin") or runtime.settings.admin_iam_gateway:
+        return get_response(event)
+    query = event.query_params
+    pairs = [(k, v) for k in query for v in query.getlist(k)] if query else []
+    sent_path = event.context.get("path") if isinstance(event.context, dict) else None
+    body = event.raw_body if isinstance(event.raw_body, bytes) else b""
+    signed = SignedRequest(event.method, sent_path if isinstance(sent_path, str) else event.path,
+                           pairs, {k.lower(): v for k, v in event.headers.items()}, body)
+    try:
+        admin_auth.authenticate_admin(runtime.identities(), signed)
+    except Exception as exc:  # noqa: BLE001 - mapped like every SQS error
+        return _admin_error(exc)
+    return get_response(event)
+
+
+@app.route("/admin/keys", methods=["GET"], authorizer=admins)
+def admin_list_keys() -> Response:
+    """Admin: every access key (never a secret)."""
+    return _admin_runtime(lambda rt: admin_auth.list_keys(rt.identities()))
+
+
+@app.route("/admin/keys", methods=["POST"], authorizer=admins, content_types=["application/json"])
+def admin_create_key() -> Response:
+    """Admin: a new access key for an account's root or a named user; the secret is shown
+    once."""
+    body = _body()
+    return _admin_runtime(lambda rt: admin_auth.create_key(rt.identities(), body))
+
+
+@app.route("/admin/keys/{key_id}/rotate", methods=["POST"], authorizer=admins,
+           content_types=["application/json"])
+def admin_rotate_key(key_id: str) -> Response:
+    """Admin: a new key pair for the same principal (the old key stays until revoked)."""
+    return _admin_runtime(lambda rt: admin_auth.rotate_key(rt.identities(), key_id))
+
+
+@app.route("/admin/keys/{key_id}", methods=["DELETE"], authorizer=admins)
+def admin_revoke_key(key_id: str) -> Response:
+    """Admin: revoke an access key."""
+    return _admin_runtime(lambda rt: admin_auth.revoke_key(rt.identities(), key_id))

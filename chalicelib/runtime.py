@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from chalicelib.aws import Clients
+import boto3
+
+from chalicelib.aws import Clients, store_config
 from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
@@ -16,15 +18,18 @@ from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.queues import ConnectionBudget, QueueRecord
 from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
+from chalicelib.metadata.access_keys import AccessKeyRepository
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.repository import QueueRepository
+from chalicelib.metadata.secret_cipher import KmsCipher, LocalCipher, SecretCipher
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.secrets import receipt_key
 from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.failover import FailoverManager
 from chalicelib.service.fairness import Fairness
+from chalicelib.service.identity import Identities
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
@@ -49,6 +54,7 @@ class Runtime:
         self._sink: Sink | None = None
         self._epochs: dict[str, str] = {}
         self._key: str | None = None
+        self._identities: Identities | None = None
 
     @property
     def settings(self) -> Settings:
@@ -178,6 +184,32 @@ class Runtime:
         services = Services(settings, region, queues, messages, clusters, move_tasks)
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
 
+    def identities(self) -> Identities:
+        """Access keys and callers (docs/security.md), over the default region's control
+        table; built once per container."""
+        with self._lock:
+            if self._identities is None:
+                self._identities = self._build_identities(self.settings)
+            return self._identities
+
+    def _build_identities(self, settings: Settings) -> Identities:
+        clients = Clients(settings)
+        cipher: SecretCipher
+        if settings.keys_kms_key_id:
+            kms = boto3.session.Session().client(
+                "kms", region_name=settings.region, config=store_config(settings))
+            cipher = KmsCipher(kms, settings.keys_kms_key_id)
+        else:
+            key_file = settings.keys_key_file or (
+                f"{settings.data_dir}/access-keys.key" if settings.data_dir else None)
+            cipher = LocalCipher(key_file)
+        root = (settings.root_access_key_id, settings.root_secret_access_key)
+        return Identities(
+            AccessKeyRepository(clients.dynamodb, settings.control_table), cipher, self._clock,
+            settings.auth, settings.account_id,
+            (root[0], root[1]) if root[0] and root[1] else None,
+            settings.metadata_cache_seconds)
+
     def forget_store(self, region: str) -> None:
         """Forget what was built over a region's store, which came back empty: its queue
         and control caches and its epoch (the next use reads the new one)."""
@@ -194,6 +226,7 @@ class Runtime:
             self._built = {}
             self._managers = {}
             self._key = None
+            self._identities = None
             self.health = RegionHealth()
             self.lag = LagMetrics()
             self._meter = None

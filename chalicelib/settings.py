@@ -79,6 +79,22 @@ class Settings:
     # Fair queues: a standard queue's noisy tenants wait behind the others (DMQ_FAIR_QUEUES,
     # "on" or "off"; docs/fair-queues.md).
     fair_queues: bool = True
+    # Authentication (docs/security.md): "open" (any signature; a 12-digit access key id
+    # acts as that account, any other as account_id) or "required" (SigV4 verified against
+    # the access keys in the control table). A deployed stage requires it by default.
+    auth: str = "open"
+    # Root credentials of account_id, seeded into the key store when auth is required.
+    root_access_key_id: str | None = None
+    root_secret_access_key: str | None = None
+    # DeleteQueue and PurgeQueue only for admin principals (DMQ_ADMIN_DELETE_ONLY=1).
+    admin_delete_only: bool = False
+    # Secrets of access keys: encrypted with this KMS key (AWS), else AES-GCM with a key
+    # file (DMQ_KEYS_KEY_FILE, default <data_dir>/access-keys.key).
+    keys_kms_key_id: str | None = None
+    keys_key_file: str | None = None
+    # The admin API is checked by API Gateway's IAM authorizer (a deployed stage), else
+    # by DMQ itself (an admin access key, SigV4 for execute-api).
+    admin_iam_gateway: bool = False
 
     @property
     def store_budget_s(self) -> float:
@@ -107,6 +123,7 @@ class Settings:
         """Build the settings from environment variables (DMQ_*)."""
         env = os.environ if env is None else env
         _check_deployed(env)
+        check_auth(env)
         base = cls()
         messages_table = env.get("DMQ_MESSAGES_TABLE", base.messages_table)
         region = env.get("DMQ_REGION", env.get("AWS_DEFAULT_REGION", base.region))
@@ -163,6 +180,14 @@ class Settings:
                 env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
             move_task_run_s=float(
                 env.get("DMQ_MOVE_TASK_RUN_S", 20.0 if on_lambda else base.move_task_run_s)),
+            auth=env.get("DMQ_AUTH", "required" if on_lambda else base.auth).strip().lower(),
+            root_access_key_id=env.get("DMQ_ROOT_ACCESS_KEY_ID") or None,
+            root_secret_access_key=env.get("DMQ_ROOT_SECRET_ACCESS_KEY") or None,
+            admin_delete_only=env.get("DMQ_ADMIN_DELETE_ONLY", "").strip().lower() in (
+                "1", "true", "on", "yes"),
+            keys_kms_key_id=env.get("DMQ_KEYS_KMS_KEY_ID") or None,
+            keys_key_file=env.get("DMQ_KEYS_KEY_FILE") or None,
+            admin_iam_gateway=on_lambda,
         )
 
 
@@ -180,6 +205,21 @@ def _check_deployed(env: Mapping[str, str]) -> None:
             "DMQ refuses the development receipt key on AWS: set DMQ_RECEIPT_KEY_PARAMETER "
             "to an SSM SecureString holding a secret key (python infra/deploy.py --stage "
             "STAGE creates one and sets it), or DMQ_RECEIPT_KEY to a secret value.")
+
+
+def check_auth(env: Mapping[str, str]) -> None:
+    """DMQ_AUTH is open or required; required outside Lambda needs root credentials (the
+    admin API, which creates further keys, needs an admin key to call)."""
+    on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
+    mode = env.get("DMQ_AUTH", "required" if on_lambda else "open").strip().lower()
+    if mode not in ("open", "required"):
+        raise ConfigurationError(f"DMQ_AUTH is {mode!r}: it is open or required.")
+    roots = (env.get("DMQ_ROOT_ACCESS_KEY_ID"), env.get("DMQ_ROOT_SECRET_ACCESS_KEY"))
+    if mode == "required" and not on_lambda and not all(roots):
+        raise ConfigurationError(
+            "DMQ_AUTH=required needs DMQ_ROOT_ACCESS_KEY_ID and DMQ_ROOT_SECRET_ACCESS_KEY: "
+            "the root credentials of DMQ_ACCOUNT_ID, an admin (further keys are made with "
+            "the admin API).")
 
 
 def _names(text: str, default: tuple[str, ...]) -> tuple[str, ...]:

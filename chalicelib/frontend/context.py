@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from chalicelib.service.exceptions import QueueDoesNotExistError, SignatureDoesNotMatchError
+from chalicelib.service.identity import Caller
 
 _CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
 # What a queue name and an account id can be; anything else names no queue, and is never
@@ -26,6 +27,8 @@ class RequestContext:
     base_url: str
     # The X-Ray trace header (X-Amzn-Trace-Id) the request came with, if any.
     trace_header: str | None = None
+    # The authenticated caller (None: not authenticated, e.g. DMQ's own work).
+    caller: Caller | None = None
 
     def queue_url(self, account: str, name: str) -> str:
         """`<scheme>://<host>/<account>/<name>`."""
@@ -56,14 +59,17 @@ def trace_header_from_headers(headers: Mapping[str, str]) -> str | None:
     return value or None
 
 
-def context_from_headers(headers: Mapping[str, str], account: str, region: str) -> RequestContext:
+def context_from_headers(headers: Mapping[str, str], account: str, region: str,
+                         caller: Caller | None = None) -> RequestContext:
     """The context of a request (headers with lower-case names) to a deployment whose
-    account and default region are given: the same for every protocol."""
+    account and default region are given: the same for every protocol. With a caller,
+    the account is the caller's (from its credential, never from the URL)."""
     return RequestContext(
-        account=account,
+        account=caller.account if caller is not None else account,
         region=region_from_headers(headers, region),
         base_url=base_url_from_headers(headers),
         trace_header=trace_header_from_headers(headers),
+        caller=caller,
     )
 
 

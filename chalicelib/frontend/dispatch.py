@@ -8,6 +8,7 @@ from typing import Any
 from chalicelib.frontend import actions_messages as m
 from chalicelib.frontend import actions_move_tasks as t
 from chalicelib.frontend import actions_queues as q
+from chalicelib.frontend.authn import authorize
 from chalicelib.frontend.context import RequestContext
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
@@ -49,4 +50,5 @@ def dispatch(
     handler = ACTIONS.get(action)
     if handler is None:
         raise InvalidActionError(f"The action {action} is not valid for this endpoint.")
+    authorize(services, context, action, params)
     return handler(services, context, params)

@@ -18,6 +18,7 @@ from chalicelib.frontend.params import Params
 from chalicelib.frontend.routing import route
 from chalicelib.frontend.services import Services
 from chalicelib.service.exceptions import InvalidActionError, SqsError
+from chalicelib.service.identity import Caller
 
 CONTENT_TYPE = "application/x-amz-json-1.0"
 TARGET_PREFIX = "AmazonSQS."
@@ -62,9 +63,10 @@ class Meter(Protocol):
 
 def handle(
     services_for: Callable[[str], Services], headers: Mapping[str, str], body: bytes | None,
-    meter: Meter | None = None,
+    meter: Meter | None = None, authenticate: Callable[[], Caller] | None = None,
 ) -> HttpResponse:
-    """Serve one request: parse, dispatch, serialise; every failure is an SQS error.
+    """Serve one request: authenticate, parse, dispatch, serialise; every failure is an
+    SQS error.
 
     Every request that names an action is metered, failed ones included (SQS bills them).
     """
@@ -72,10 +74,11 @@ def handle(
     lowered = {k.lower(): v for k, v in headers.items()}
     action, params, result, account = "", Params({}), None, ""
     try:
+        caller = authenticate() if authenticate is not None else None
         action, params = _parse(lowered, body)
         services = services_for(region_from_headers(lowered, ""))
         context = context_from_headers(lowered, services.settings.account_id,
-                                       services.settings.region)
+                                       services.settings.region, caller)
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response

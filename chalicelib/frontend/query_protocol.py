@@ -30,7 +30,9 @@ from chalicelib.frontend.query_model import operation
 from chalicelib.frontend.query_names import QUERY_VERSION
 from chalicelib.frontend.routing import route
 from chalicelib.frontend.services import Services
+from chalicelib.frontend.sts import default_caller, is_sts, sts_response
 from chalicelib.service.exceptions import InvalidActionError, SqsError
+from chalicelib.service.identity import Caller
 
 CONTENT_TYPE = "text/xml"
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -121,6 +123,7 @@ def queue_url_of_path(base_url: str, path: str) -> str | None:
 
 def handle(
     services_for: Callable[[str], Services], request: QueryRequest, meter: Meter | None = None,
+    authenticate: Callable[[], Caller] | None = None,
 ) -> HttpResponse:
     """Serve one Query request: decode, dispatch, write XML; every failure is an SQS
     error in XML. Metered as the JSON protocol meters."""
@@ -128,11 +131,16 @@ def handle(
     lowered = {k.lower(): v for k, v in request.headers.items()}
     action, params, account = "", Params({}), ""
     try:
+        caller = authenticate() if authenticate is not None else None
         pairs = form_pairs(request)
+        if is_sts(pairs):  # STS GetCallerIdentity, answered on the same endpoint
+            services = services_for(region_from_headers(lowered, ""))
+            caller = caller or default_caller(services.settings.account_id)
+            return sts_response(pairs, caller, request_id)
         action, model, params = _parse(pairs, base_url_from_headers(lowered), request.path)
         services = services_for(region_from_headers(lowered, ""))
         context = context_from_headers(lowered, services.settings.account_id,
-                                       services.settings.region)
+                                       services.settings.region, caller)
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
         body = query_output.response(model, result, request_id)

@@ -186,3 +186,48 @@ class InternalError(SqsError):
     code = "InternalError"
     status = 500
     sender_fault = False
+
+
+# -- authentication and authorization (SigV4, access keys, queue policies) ---------------
+class InvalidClientTokenIdError(SqsError):
+    """The access key id is not one DMQ knows (or it was revoked)."""
+
+    code = "InvalidClientTokenId"
+    status = 403
+
+    def __init__(
+        self, message: str = "The security token included in the request is invalid.",
+    ) -> None:
+        super().__init__(message)
+
+
+class IncompleteSignatureError(SqsError):
+    """The signature lacks a part SigV4 requires (credential, signed headers, date...)."""
+
+    code = "IncompleteSignature"
+
+
+class RequestExpiredError(SqsError):
+    """The request's date is outside the allowed clock skew, or a presigned URL expired."""
+
+    code = "RequestExpired"
+
+
+class MissingAuthenticationTokenError(SqsError):
+    """An unsigned request where authentication is required."""
+
+    code = "MissingAuthenticationToken"
+    status = 403
+
+    def __init__(
+        self, message: str = "The request must contain either a valid (registered) AWS "
+        "access key ID or X.509 certificate.",
+    ) -> None:
+        super().__init__(message)
+
+
+class AccessDeniedError(SqsError):
+    """The caller may not perform the action on the queue."""
+
+    code = "AccessDenied"
+    status = 403

@@ -7,19 +7,22 @@ from typing import Any
 
 from chalice.test import Client
 
+from tests.admin_signing import admin_call
+
 
 def test_admin_lists_describes_and_peeks_without_receiving(sqs: Any, dmq: Client) -> None:
     url = sqs.create_queue(QueueName="inspect-me")["QueueUrl"]
     sqs.create_queue(QueueName="other")
     ids = [sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")["MessageId"] for i in range(3)]
 
-    listed = dmq.http.get("/admin/queues").json_body
+    listed = admin_call(dmq, "GET", "/admin/queues").json_body
     assert [q["name"] for q in listed["queues"]] == ["inspect-me", "other"]
 
-    shown = dmq.http.get("/admin/queues/000000000000/inspect-me").json_body
+    shown = admin_call(dmq, "GET", "/admin/queues/000000000000/inspect-me").json_body
     assert (shown["visible"], shown["in_flight"], shown["delayed"]) == (3, 0, 0)
 
-    peeked = dmq.http.get("/admin/queues/000000000000/inspect-me/messages?limit=2").json_body
+    peeked = admin_call(dmq, "GET",
+                        "/admin/queues/000000000000/inspect-me/messages?limit=2").json_body
     assert [m["message_id"] for m in peeked["messages"]] == ids[:2]
     assert [m["body"] for m in peeked["messages"]] == ["m0", "m1"]
     assert all(m["receive_count"] == 0 for m in peeked["messages"])
@@ -28,6 +31,6 @@ def test_admin_lists_describes_and_peeks_without_receiving(sqs: Any, dmq: Client
 
 
 def test_admin_on_a_missing_queue_is_a_404_with_the_sqs_code(dmq: Client) -> None:
-    response = dmq.http.get("/admin/queues/000000000000/nope")
+    response = admin_call(dmq, "GET", "/admin/queues/000000000000/nope")
     assert response.status_code == 404
     assert response.json_body["code"] == "QueueDoesNotExist"

@@ -15,6 +15,7 @@ from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 from infra import provision
+from tests.admin_signing import admin_call
 
 ACCOUNT = "000000000000"
 CLUSTERS = ("default", "c2")
@@ -39,10 +40,8 @@ def _clusters_of(sqs: Any, url: str) -> list[str]:
 
 
 def _admin(dmq: Client, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    response = dmq.http.request(
-        method, path, headers={"Content-Type": "application/json"},
-        body=json.dumps(body).encode() if body is not None else b"",
-    )
+    response = admin_call(dmq, method, path,
+                          json.dumps(body).encode() if body is not None else b"")
     return response.status_code, json.loads(response.body or b"{}")
 
 

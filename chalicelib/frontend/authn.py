@@ -1,0 +1,141 @@
+"""Authentication and authorization of SQS requests.
+
+`authenticate` turns a request into its `Caller`: in the open mode by the tenant rule (no
+signature checked), in the required mode by a SigV4 signature verified against a stored
+key. `authorize` decides an action: the caller's account owns its queues; another
+account's queue is served only when its Policy allows the caller (an explicit deny wins),
+for the actions SQS lets an owner share; with admin-only deletes, DeleteQueue and
+PurgeQueue need an admin principal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib.domain import policy
+from chalicelib.domain.queues import QueueStatus, queue_arn, queue_id_of
+from chalicelib.frontend.context import RequestContext, parse_queue_url
+from chalicelib.frontend.params import Params
+from chalicelib.frontend.services import Services
+from chalicelib.frontend.sigv4 import SignedRequest, access_key_of, parse, verify
+from chalicelib.service.exceptions import (
+    AccessDeniedError,
+    MissingAuthenticationTokenError,
+    QueueDoesNotExistError,
+    SignatureDoesNotMatchError,
+)
+from chalicelib.service.identity import Caller, Identities
+from chalicelib.service.permissions import SHAREABLE
+
+SQS_SERVICES = ("sqs", "sts")  # the SQS endpoint also answers STS GetCallerIdentity
+ADMIN_SERVICES = ("execute-api",)
+ADMIN_ONLY = frozenset({"DeleteQueue", "PurgeQueue"})
+# A batch is allowed by the permission of its single form, as SQS documents.
+_SINGLE_FORM = {
+    "SendMessageBatch": "SendMessage",
+    "DeleteMessageBatch": "DeleteMessage",
+    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
+}
+
+
+def authenticate(
+    identities: Identities, request: SignedRequest, services: Collection[str] = SQS_SERVICES,
+    now: Callable[[], float] = time.time,
+) -> Caller:
+    """The caller of a request, or the SQS error that refuses it."""
+    if not identities.required:
+        return identities.open_caller(access_key_of(request))
+    signature = parse(request)
+    if signature is None:
+        raise MissingAuthenticationTokenError()
+    if signature.service not in services:
+        raise SignatureDoesNotMatchError(
+            f"Credential should be scoped to correct service: '{next(iter(services))}'. ")
+    caller, secret = identities.lookup(signature.access_key_id)
+    verify(request, signature, secret, now)
+    return caller
+
+
+def _target(context: RequestContext, action: str, params: Params) -> tuple[str, str] | None:
+    """(owner account, queue name) the action acts on, or None for the caller's own
+    account (CreateQueue, ListQueues) or a request that names no queue well (the action
+    itself reports that)."""
+    if action == "GetQueueUrl":
+        owner = params.raw("QueueOwnerAWSAccountId")
+        name = params.raw("QueueName")
+        if isinstance(owner, str) and owner and isinstance(name, str):
+            return owner, name
+        return None
+    url = params.raw("QueueUrl")
+    if not isinstance(url, str):
+        return None
+    try:
+        return parse_queue_url(url)
+    except QueueDoesNotExistError:
+        return None
+
+
+def _facts(caller: Caller, context: RequestContext) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    facts: dict[str, Any] = {
+        "aws:PrincipalArn": caller.arn, "aws:PrincipalAccount": caller.account,
+        "aws:PrincipalType": "Account" if caller.arn.endswith(":root") else "User",
+        "aws:CurrentTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "aws:EpochTime": str(int(now.timestamp())),
+        "aws:SecureTransport": "true" if context.base_url.startswith("https:") else "false",
+    }
+    if ":user/" in caller.arn:
+        facts["aws:username"] = caller.arn.rsplit("/", 1)[1]
+    return facts
+
+
+def _denied(caller: Caller, action: str, resource: str, why: str) -> AccessDeniedError:
+    return AccessDeniedError(
+        f"User: {caller.arn} is not authorized to perform: sqs:{action} on resource: "
+        f"{resource} {why}")
+
+
+def authorize(services: Services, context: RequestContext, action: str, params: Params) -> None:
+    """Refuse the action (AccessDenied, or QueueDoesNotExist for another account's queue
+    that is not there) unless the caller may perform it."""
+    caller = context.caller
+    if caller is None:
+        return
+    target = _target(context, action, params)
+    if action in ADMIN_ONLY and services.settings.admin_delete_only and not caller.admin:
+        resource = queue_arn(context.region, *target) if target else "*"
+        raise _denied(caller, action, resource,
+                      "because only administrators may delete or purge queues here")
+    if target is None or target[0] == caller.account:
+        return
+    owner, name = target
+    record = services.queues.find(queue_id_of(owner, name))
+    if record is None or record.status is not QueueStatus.ACTIVE:
+        raise QueueDoesNotExistError()
+    single = _SINGLE_FORM.get(action, action)
+    if single not in SHAREABLE:
+        raise _denied(caller, action, record.arn,
+                      "because only the queue owner may perform this action")
+    document = _policy(record.attributes.get("Policy"))
+    decision = policy.evaluate(document, caller.arn, f"sqs:{single}", record.arn,
+                               _facts(caller, context))
+    if decision is policy.Decision.EXPLICIT_DENY:
+        raise _denied(caller, action, record.arn,
+                      "with an explicit deny in a resource-based policy")
+    if decision is not policy.Decision.ALLOW:
+        raise _denied(caller, action, record.arn,
+                      f"because no resource-based policy allows the sqs:{single} action")
+
+
+def _policy(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None

@@ -1,0 +1,92 @@
+"""Encryption of access-key secrets at rest: KMS on AWS, AES-256-GCM with a key file locally.
+
+Both bind the ciphertext to the access key id (KMS encryption context, GCM additional
+data), so a secret copied onto another key's item does not decrypt.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from chalicelib.dynamo_errors import translate_errors
+
+_VERSION = b"\x01"
+_NONCE_BYTES = 12
+KEY_BYTES = 32
+CONTEXT_KEY = "dmq:accessKeyId"
+
+
+class SecretCipher(Protocol):
+    """Encrypts and decrypts one access key's secret."""
+
+    def encrypt(self, plaintext: bytes, access_key_id: str) -> bytes: ...
+
+    def decrypt(self, blob: bytes, access_key_id: str) -> bytes: ...
+
+
+class LocalCipher:
+    """AES-256-GCM under a 32-byte key kept in a file (made with mode 0600 on first use).
+
+    A blob is version (1 byte) + nonce (12 bytes) + ciphertext and tag; the access key id
+    is the additional data."""
+
+    def __init__(self, key_file: str | None) -> None:
+        self._path = Path(key_file) if key_file else None
+        self._lock = threading.Lock()
+        self._aead: AESGCM | None = None
+
+    def _cipher(self) -> AESGCM:
+        with self._lock:
+            if self._aead is None:
+                self._aead = AESGCM(self._load_key())
+            return self._aead
+
+    def _load_key(self) -> bytes:
+        if self._path is None:  # no data folder (the in-memory store): a key per process
+            return AESGCM.generate_key(bit_length=256)
+        if not self._path.exists():
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "wb") as out:
+                out.write(AESGCM.generate_key(bit_length=256))
+        key = self._path.read_bytes()
+        if len(key) != KEY_BYTES:
+            raise ValueError(f"{self._path} does not hold a {KEY_BYTES}-byte key.")
+        return key
+
+    def encrypt(self, plaintext: bytes, access_key_id: str) -> bytes:
+        nonce = os.urandom(_NONCE_BYTES)
+        sealed = self._cipher().encrypt(nonce, plaintext, access_key_id.encode())
+        return _VERSION + nonce + sealed
+
+    def decrypt(self, blob: bytes, access_key_id: str) -> bytes:
+        if blob[:1] != _VERSION:
+            raise ValueError("Unknown secret format.")
+        nonce, sealed = blob[1:1 + _NONCE_BYTES], blob[1 + _NONCE_BYTES:]
+        return self._cipher().decrypt(nonce, sealed, access_key_id.encode())
+
+
+class KmsCipher:
+    """KMS Encrypt/Decrypt of the secret itself (it is 40 bytes, far under KMS's 4 KB),
+    with the access key id as encryption context."""
+
+    def __init__(self, kms: Any, key_id: str) -> None:
+        self._kms = kms
+        self._key_id = key_id
+
+    def encrypt(self, plaintext: bytes, access_key_id: str) -> bytes:
+        with translate_errors():
+            response = self._kms.encrypt(KeyId=self._key_id, Plaintext=plaintext,
+                                         EncryptionContext={CONTEXT_KEY: access_key_id})
+        return bytes(response["CiphertextBlob"])
+
+    def decrypt(self, blob: bytes, access_key_id: str) -> bytes:
+        with translate_errors():
+            response = self._kms.decrypt(CiphertextBlob=blob, KeyId=self._key_id,
+                                         EncryptionContext={CONTEXT_KEY: access_key_id})
+        return bytes(response["Plaintext"])
