@@ -26,7 +26,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import boto3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.settings import Settings
@@ -61,9 +64,13 @@ def _client(url: str, region: str) -> Any:
 
 
 def _admin(url: str, path: str, method: str = "POST") -> Any:
-    request = urllib.request.Request(url + path, method=method,
-                                     data=b"{}" if method == "POST" else None,
-                                     headers={"Content-Type": "application/json"})
+    data = b"{}" if method == "POST" else b""
+    signed = AWSRequest(method=method, url=url + path, data=data,
+                        headers={"Content-Type": "application/json"})
+    # The admin API needs an admin credential: the demo key acts as the account's root.
+    SigV4Auth(Credentials("demo", "demo"), "execute-api", "us-east-1").add_auth(signed)
+    request = urllib.request.Request(url + path, method=method, data=data or None,
+                                     headers=dict(signed.headers.items()))
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 

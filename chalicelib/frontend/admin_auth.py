@@ -8,7 +8,6 @@ admin; in the required mode the signature is verified and the key must be an adm
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,7 @@ MISSING_TOKEN = "Missing Authentication Token"
 
 
 def authenticate_admin(identities: Identities, request: SignedRequest,
-                       now: Callable[[], float] = time.time) -> Caller:
+                       now: Callable[[], float] | None = None) -> Caller:
     """The admin caller of an admin API request, or the error that refuses it."""
     signature = parse(request)
     if signature is None:

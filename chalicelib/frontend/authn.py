@@ -11,7 +11,6 @@ PurgeQueue need an admin principal.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any
@@ -44,7 +43,7 @@ _SINGLE_FORM = {
 
 def authenticate(
     identities: Identities, request: SignedRequest, services: Collection[str] = SQS_SERVICES,
-    now: Callable[[], float] = time.time,
+    now: Callable[[], float] | None = None,
 ) -> Caller:
     """The caller of a request, or the SQS error that refuses it."""
     if not identities.required:

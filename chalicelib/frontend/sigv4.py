@@ -243,10 +243,15 @@ def check_payload_hash(request: SignedRequest) -> None:
             "The provided 'x-amz-content-sha256' header does not match what was computed.")
 
 
+def wall_clock() -> float:
+    """Now, in epoch seconds: signatures are dated by the wall clock."""
+    return time.time()
+
+
 def verify(request: SignedRequest, signature: Signature, secret: str,
-           now: Callable[[], float] = time.time) -> None:
+           now: Callable[[], float] | None = None) -> None:
     """Raise the SQS error a bad signature gets: RequestExpired, SignatureDoesNotMatch."""
-    check_time(signature, now())
+    check_time(signature, (now or wall_clock)())
     if "host" not in signature.signed_headers:
         raise SignatureDoesNotMatchError(
             "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
