@@ -314,9 +314,13 @@ def _sqs_authenticator(path: str, pairs: list[tuple[str, str]],
 
 
 def _admin_error(exc: Exception) -> Response:
+    """A refused admin request: `{"code", "message"}` with API Gateway's error-type header
+    (and the legacy code header, so the local server passes the body on as it is)."""
     error = to_sqs_error(exc)
     return Response(body={"code": error.code, "message": error.message},
-                    status_code=error.status)
+                    status_code=error.status,
+                    headers={"x-amzn-ErrorType": error.code,
+                             "x-amzn-query-error": f"{error.code};Sender"})
 
 
 @app.middleware("http")

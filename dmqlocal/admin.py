@@ -10,6 +10,10 @@
     python -m dmqlocal.admin regions
     python -m dmqlocal.admin region down us-east-1     # simulate a region failure
     python -m dmqlocal.admin audit [--data-dir .dmq]   # the audits on local Spark
+    python -m dmqlocal.admin keys list
+    python -m dmqlocal.admin keys create 111122223333 [--user alice] [--admin]
+    python -m dmqlocal.admin keys rotate AKIA...
+    python -m dmqlocal.admin keys revoke AKIA...
 
 `audit` runs the Spark audit jobs over the local data folder (see
 `dmqlocal.audit`). Every other command calls the admin API of a running DMQ:
@@ -155,7 +159,21 @@ def _run(args: argparse.Namespace) -> Any:
         return call("/admin/regions")
     if args.command == "region":
         return call(f"/admin/regions/{args.region}/{args.state}", method="POST", body={})
+    if args.command == "keys":
+        return _keys(call, args)
     return call("/admin/clusters")
+
+
+def _keys(call: Callable[..., Any], args: argparse.Namespace) -> Any:
+    """The access-key commands (the secret of a new key is printed once)."""
+    if args.action == "list":
+        return call("/admin/keys")
+    if args.action == "create":
+        return call("/admin/keys", method="POST",
+                    body={"account": args.account, "user": args.user, "admin": args.admin})
+    if args.action == "rotate":
+        return call(f"/admin/keys/{args.key_id}/rotate", method="POST", body={})
+    return call(f"/admin/keys/{args.key_id}", method="DELETE")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -189,6 +207,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     region = sub.add_parser("region", help="mark a region down or up (local simulation)")
     region.add_argument("state", choices=("down", "up", "tick"))
     region.add_argument("region")
+    keys = sub.add_parser("keys", help="access keys: list, create, rotate, revoke")
+    key_actions = keys.add_subparsers(dest="action", required=True)
+    key_actions.add_parser("list", help="every access key (never a secret)")
+    create = key_actions.add_parser("create", help="a new key; its secret is shown once")
+    create.add_argument("account", help="the 12-digit account the key belongs to")
+    create.add_argument("--user", default=None, help="a named user (default: the root)")
+    create.add_argument("--admin", action="store_true", help="may call the admin API")
+    for action, text in (("rotate", "a new key pair for the same principal"),
+                         ("revoke", "revoke a key")):
+        key_actions.add_parser(action, help=text).add_argument("key_id")
     audit_parser = sub.add_parser("audit", help="run the Spark audits over the local archive")
     audit.add_arguments(audit_parser)
     return parser.parse_args(argv)
