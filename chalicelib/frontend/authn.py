@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.domain import policy
-from chalicelib.domain.queues import QueueStatus, queue_arn, queue_id_of
+from chalicelib.domain.move_tasks import decode_handle
+from chalicelib.domain.queues import QueueStatus, parse_queue_arn, queue_arn, queue_id_of
 from chalicelib.frontend.context import RequestContext, parse_queue_url
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
@@ -57,6 +58,21 @@ def authenticate(
     caller, secret = identities.lookup(signature.access_key_id)
     verify(request, signature, secret, now)
     return caller
+
+
+def _arn_accounts(action: str, params: Params) -> list[tuple[str, str]]:
+    """(account, name) of the queues a move-task action names by ARN (or task handle)."""
+    arns = [params.raw(name) for name in ("SourceArn", "DestinationArn")]
+    if action == "CancelMessageMoveTask":
+        handle = params.raw("TaskHandle")
+        decoded = decode_handle(handle) if isinstance(handle, str) else None
+        arns.append(decoded[1] if decoded else None)
+    found = []
+    for arn in arns:
+        parsed = parse_queue_arn(arn) if isinstance(arn, str) else None
+        if parsed is not None:
+            found.append((parsed[1], parsed[2]))
+    return found
 
 
 def _target(context: RequestContext, action: str, params: Params) -> tuple[str, str] | None:
@@ -109,6 +125,10 @@ def authorize(services: Services, context: RequestContext, action: str, params: 
         resource = queue_arn(context.region, *target) if target else "*"
         raise _denied(caller, action, resource,
                       "because only administrators may delete or purge queues here")
+    for account, name in _arn_accounts(action, params):  # move tasks: the owner's only
+        if account != caller.account:
+            raise _denied(caller, action, queue_arn(context.region, account, name),
+                          "because only the queue owner may perform this action")
     if target is None or target[0] == caller.account:
         return
     owner, name = target

@@ -406,6 +406,20 @@ def test_another_account_needs_the_queue_policy(dmq: Client, root: Any) -> None:
     assert "explicit deny" in exc.value.response["Error"]["Message"]
 
 
+def test_move_tasks_on_another_accounts_queues_are_denied(dmq: Client, root: Any) -> None:
+    dlq = root.create_queue(QueueName="owners-dlq")["QueueUrl"]
+    arn = root.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    key = _new_key(dmq, "666666666666")
+    eve = client(dmq, key["accessKeyId"], key["secretAccessKey"])
+    for call, kwargs in ((eve.start_message_move_task, {"SourceArn": arn}),
+                         (eve.list_message_move_tasks, {"SourceArn": arn})):
+        with pytest.raises(ClientError) as exc:
+            call(**kwargs)
+        assert code_of(exc) == ("AccessDenied", 403)
+    assert root.list_message_move_tasks(SourceArn=arn)["Results"] == []
+
+
 def test_a_url_naming_another_account_without_a_queue_is_queue_does_not_exist(
         dmq: Client) -> None:
     key = _new_key(dmq, "333333333333")
