@@ -2,8 +2,8 @@
 
 Pure code: a policy is the parsed JSON document of a queue's Policy attribute. `evaluate`
 answers for one request: an explicit Deny wins, then an Allow, and otherwise the request is
-implicitly denied. DMQ stores and validates policies; enforcing them waits for
-authentication, so nothing calls `evaluate` on a request path yet.
+implicitly denied. The front end (`frontend/authn.py`) calls `evaluate` for every request
+to another account's queue, with the authenticated caller as the principal.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 from chalicelib.domain import policy
 from chalicelib.domain.move_tasks import decode_handle
 from chalicelib.domain.queues import QueueStatus, parse_queue_arn, queue_arn, queue_id_of
-from chalicelib.frontend.context import RequestContext, parse_queue_url
+from chalicelib.frontend.context import RequestContext, could_be_queue, parse_queue_url
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
 from chalicelib.frontend.sigv4 import SignedRequest, access_key_of, parse, verify
@@ -82,9 +82,9 @@ def _target(context: RequestContext, action: str, params: Params) -> tuple[str, 
     if action == "GetQueueUrl":
         owner = params.raw("QueueOwnerAWSAccountId")
         name = params.raw("QueueName")
-        if isinstance(owner, str) and owner and isinstance(name, str):
+        if isinstance(owner, str) and isinstance(name, str) and could_be_queue(owner, name):
             return owner, name
-        return None
+        return None  # the action refuses what names no queue, without a store read
     url = params.raw("QueueUrl")
     if not isinstance(url, str):
         return None

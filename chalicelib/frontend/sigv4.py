@@ -35,7 +35,7 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_SKEW_S = 300  # 5 minutes each way
 MAX_EXPIRES_S = 604_800  # a presigned URL lives at most 7 days
 AMZ_DATE = "%Y%m%dT%H%M%SZ"
-_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")
+_AMZ_DATE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _AUTH_PART = re.compile(r"\s*([A-Za-z]+)=([^,\s]*)\s*,?")
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -131,7 +131,7 @@ def _query_signature(request: SignedRequest) -> Signature:
         raise IncompleteSignatureError(
             f"Unsupported AWS 'algorithm': '{query['X-Amz-Algorithm']}'.")
     expires = query["X-Amz-Expires"]
-    if not expires.isdigit() or not 0 < int(expires) <= MAX_EXPIRES_S:
+    if not (expires.isascii() and expires.isdigit()) or not 0 < int(expires) <= MAX_EXPIRES_S:
         raise IncompleteSignatureError(
             f"X-Amz-Expires must be from 1 to {MAX_EXPIRES_S} seconds, not '{expires}'.")
     key, date, region, service = _scope(query["X-Amz-Credential"], "X-Amz-Credential")

@@ -144,7 +144,8 @@ class Identities:
 
     def lookup(self, access_key_id: str) -> tuple[Caller, str]:
         """The caller and the secret of a stored, active key; InvalidClientTokenId else."""
-        if self._root is not None and hmac.compare_digest(access_key_id, self._root[0]):
+        if self._root is not None and hmac.compare_digest(access_key_id.encode(),
+                                                          self._root[0].encode()):
             caller = Caller(self._account, principal_arn(self._account, None),
                             access_key_id, True)
             return caller, self._root[1]

@@ -1,0 +1,110 @@
+"""SigV4 verification without a server: botocore signs, DMQ's verifier recomputes; odd
+input is an SQS error, never an exception of another kind."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+from unittest import mock
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from botocore.auth import SigV4Auth, SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from chalicelib.clock import FakeClock
+from chalicelib.frontend.authn import authenticate
+from chalicelib.frontend.sigv4 import SignedRequest, check_time, parse, verify
+from chalicelib.metadata.secret_cipher import LocalCipher
+from chalicelib.service.exceptions import (
+    IncompleteSignatureError,
+    InvalidClientTokenIdError,
+    RequestExpiredError,
+    SignatureDoesNotMatchError,
+)
+from chalicelib.service.identity import Identities
+
+KEY, SECRET = "AKIAUNITUNITUNITUNIT", "unit-secret"
+NOW = datetime.datetime(2026, 1, 2, 3, 4, 5)
+
+
+class _NoKeys:
+    """A key store that holds nothing (the configured root is served from settings)."""
+
+    def get(self, access_key_id: str) -> None:
+        return None
+
+
+def _identities() -> Identities:
+    return Identities(_NoKeys(), LocalCipher(None), FakeClock(), "required",  # type: ignore[arg-type]
+                      "000000000000", (KEY, SECRET), 0.0)
+
+
+def _signed(body: bytes = b"Action=ListQueues", query: str = "", presign_s: int | None = None,
+            key: str = KEY) -> SignedRequest:
+    url = "http://dmq.test/" + (f"?{query}" if query else "")
+    request = AWSRequest(method="POST" if presign_s is None else "GET", url=url,
+                         data=body if presign_s is None else b"",
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+    signer: SigV4Auth = (SigV4QueryAuth(Credentials(key, SECRET), "sqs", "us-east-1",
+                                        expires=presign_s) if presign_s is not None
+                         else SigV4Auth(Credentials(key, SECRET), "sqs", "us-east-1"))
+    with mock.patch("botocore.auth.get_current_datetime", return_value=NOW):
+        signer.add_auth(request)
+    headers = {k.lower(): v.decode() if isinstance(v, bytes) else v
+               for k, v in request.headers.items()}
+    headers["host"] = "dmq.test"
+    pairs = parse_qsl(urlsplit(request.url).query, keep_blank_values=True)
+    return SignedRequest(request.method, "/", pairs, headers,
+                         body if presign_s is None else b"")
+
+
+def _now() -> float:
+    return NOW.replace(tzinfo=datetime.UTC).timestamp()
+
+
+def test_a_botocore_signature_verifies_and_a_changed_one_does_not() -> None:
+    request = _signed()
+    caller = authenticate(_identities(), request, now=_now)
+    assert (caller.account, caller.admin) == ("000000000000", True)
+    changed = SignedRequest(request.method, request.path, request.query, request.headers,
+                            b"Action=DeleteQueue")
+    with pytest.raises(SignatureDoesNotMatchError):
+        authenticate(_identities(), changed, now=_now)
+
+
+def test_presigned_query_form_verifies() -> None:
+    request = _signed(query="Action=ListQueues&QueueNamePrefix=a%20b", presign_s=30)
+    signature = parse(request)
+    assert signature is not None and signature.presigned and signature.expires_s == 30
+    verify(request, signature, SECRET, now=_now)
+    with pytest.raises(RequestExpiredError):
+        verify(request, signature, SECRET, now=lambda: _now() + 31)
+
+
+@pytest.mark.parametrize("key", ["AKIAÜNÏCÖDE", "ключ", "\x00"])
+def test_odd_access_key_ids_are_invalid_client_token_id(key: str) -> None:
+    request = _signed(key=key.encode("utf-8").decode("latin-1"))
+    with pytest.raises(InvalidClientTokenIdError):
+        authenticate(_identities(), request, now=_now)
+
+
+@pytest.mark.parametrize("expires", ["²", "-1", "0", "604801", "1e3", ""])
+def test_odd_expiry_is_incomplete_signature(expires: str) -> None:
+    request = _signed(query="Action=ListQueues", presign_s=30)
+    query = [(k, expires if k == "X-Amz-Expires" else v) for k, v in request.query]
+    with pytest.raises(IncompleteSignatureError):
+        parse(SignedRequest(request.method, request.path, query, request.headers, b""))
+
+
+FULLWIDTH_2026 = "\uff12\uff10\uff12\uff16"
+
+
+@pytest.mark.parametrize("date", ["2026", "20261399T000000Z", FULLWIDTH_2026 + "0102T030405Z"])
+def test_odd_dates_are_incomplete_signature(date: str) -> None:
+    signature = parse(_signed())
+    assert signature is not None
+    odd: Any = signature.__class__(**{**signature.__dict__, "amz_date": date})
+    with pytest.raises(IncompleteSignatureError):
+        check_time(odd, _now())
