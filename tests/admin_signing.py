@@ -1,12 +1,17 @@
-"""Admin API requests signed as `dmqlocal/admin.py` signs them (SigV4 for execute-api)."""
+"""Signed requests for the in-process app: admin API requests signed as `dmqlocal/admin.py`
+signs them (SigV4 for execute-api), and boto3 clients with chosen credentials."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import boto3
 from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
+from botocore.awsrequest import AWSRequest, AWSResponse
+from botocore.config import Config
 from botocore.credentials import Credentials
+
+ENDPOINT = "http://dmq.test"
 
 HOST = "dmq.test"
 
@@ -27,3 +32,32 @@ def admin_call(dmq: Any, method: str, path: str, body: bytes = b"", **sign: str)
     """Call an admin route of chalice.test.Client, signed."""
     return dmq.http.request(method, path, headers=admin_headers(method, path, body, **sign),
                             body=body)
+
+
+class _Raw:
+    """The raw stream botocore reads a response body from."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **kwargs: Any) -> Any:
+        yield self._body
+
+
+def client(dmq: Any, key: str, secret: str, service: str = "sqs") -> Any:
+    """boto3's client (no retries) with these credentials, served in process by the app."""
+    made = boto3.client(service, endpoint_url=ENDPOINT, region_name="us-east-1",
+                        aws_access_key_id=key, aws_secret_access_key=secret,
+                        config=Config(retries={"total_max_attempts": 1}))
+
+    def serve(request: Any, **kwargs: Any) -> AWSResponse:
+        path = request.url[len(ENDPOINT):] or "/"
+        headers = {k: v.decode() if isinstance(v, bytes) else v
+                   for k, v in request.headers.items()}
+        headers["Host"] = HOST
+        result = dmq.http.request(request.method, path, headers=headers,
+                                  body=request.body or b"")
+        return AWSResponse(request.url, result.status_code, result.headers, _Raw(result.body))
+
+    made.meta.events.register_first(f"before-send.{service}", serve)
+    return made

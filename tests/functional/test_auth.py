@@ -14,50 +14,28 @@ from typing import Any
 from unittest import mock
 from urllib.parse import urlsplit
 
-import boto3
 import pytest
 from botocore.auth import SigV4Auth, SigV4QueryAuth
-from botocore.awsrequest import AWSRequest, AWSResponse
-from botocore.config import Config
+from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from chalicelib.aws import Clients
 from chalicelib.settings import Settings
-from tests.admin_signing import admin_call
-from tests.conftest import ENDPOINT, _Raw
+from tests.admin_signing import admin_call, client
 
 ROOT, ROOT_SECRET = "AKIAROOTROOTROOTROOT", "root-secret-root-secret-root-secret-0000"
 ACCOUNT = "000000000000"
 HOST = "dmq.test"
 JSON_TYPE = "application/x-amz-json-1.0"
 FORM_TYPE = "application/x-www-form-urlencoded"
-NO_RETRIES = Config(retries={"total_max_attempts": 1})
 
 
 @pytest.fixture
 def settings() -> Settings:
     return Settings(long_poll_interval_ms=50, metadata_cache_seconds=0.0, auth="required",
                     root_access_key_id=ROOT, root_secret_access_key=ROOT_SECRET)
-
-
-def client(dmq: Client, key: str, secret: str, service: str = "sqs") -> Any:
-    """boto3's client with these credentials, served in process by the app."""
-    made = boto3.client(service, endpoint_url=ENDPOINT, region_name="us-east-1",
-                        aws_access_key_id=key, aws_secret_access_key=secret, config=NO_RETRIES)
-
-    def serve(request: Any, **kwargs: Any) -> AWSResponse:
-        path = request.url[len(ENDPOINT):] or "/"
-        headers = {k: v.decode() if isinstance(v, bytes) else v
-                   for k, v in request.headers.items()}
-        headers["Host"] = HOST
-        result = dmq.http.request(request.method, path, headers=headers,
-                                  body=request.body or b"")
-        return AWSResponse(request.url, result.status_code, result.headers, _Raw(result.body))
-
-    made.meta.events.register_first(f"before-send.{service}", serve)
-    return made
 
 
 @pytest.fixture
