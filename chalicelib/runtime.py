@@ -202,7 +202,7 @@ class Runtime:
         else:
             key_file = settings.keys_key_file or (
                 f"{settings.data_dir}/access-keys.key" if settings.data_dir else None)
-            cipher = LocalCipher(key_file)
+            cipher = LocalCipher(key_file, self._receipt_key(settings))
         root = (settings.root_access_key_id, settings.root_secret_access_key)
         return Identities(
             AccessKeyRepository(clients.dynamodb, settings.control_table), cipher, self._clock,

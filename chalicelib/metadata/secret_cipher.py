@@ -1,6 +1,8 @@
 """Encryption of access-key secrets at rest: KMS on AWS, AES-256-GCM with a key file locally.
 
-Both bind the ciphertext to the access key id (KMS encryption context, GCM additional
+Without a key file (a Lambda container without a KMS key) the AES key is derived (HKDF) from
+the deployment's receipt key, a secret every container already shares. Both bind the
+ciphertext to the access key id (KMS encryption context, GCM additional
 data), so a secret copied onto another key's item does not decrypt.
 """
 
@@ -11,7 +13,9 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from chalicelib.dynamo_errors import translate_errors
 
@@ -35,8 +39,9 @@ class LocalCipher:
     A blob is version (1 byte) + nonce (12 bytes) + ciphertext and tag; the access key id
     is the additional data."""
 
-    def __init__(self, key_file: str | None) -> None:
+    def __init__(self, key_file: str | None, derive_from: str | None = None) -> None:
         self._path = Path(key_file) if key_file else None
+        self._derive_from = derive_from
         self._lock = threading.Lock()
         self._aead: AESGCM | None = None
 
@@ -47,7 +52,12 @@ class LocalCipher:
             return self._aead
 
     def _load_key(self) -> bytes:
-        if self._path is None:  # no data folder (the in-memory store): a key per process
+        if self._path is None and self._derive_from:
+            # No key file (a Lambda container): every container derives the same key from
+            # the deployment's secret receipt key.
+            return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None,
+                        info=b"dmq access-key secrets").derive(self._derive_from.encode())
+        if self._path is None:  # nothing to derive from (the in-memory store): per process
             return AESGCM.generate_key(bit_length=256)
         if not self._path.exists():
             self._path.parent.mkdir(parents=True, exist_ok=True)

@@ -68,3 +68,10 @@ def test_the_local_key_file_is_private_kept_and_binds_the_key_id(tmp_path: Path)
     path.write_bytes(b"short")
     with pytest.raises(ValueError, match="32-byte"):
         LocalCipher(str(path)).encrypt(b"x", "AKIAONE")
+
+
+def test_without_a_key_file_the_key_derives_from_the_receipt_key() -> None:
+    blob = LocalCipher(None, "stage-receipt-key").encrypt(b"s", "AKIAONE")
+    assert LocalCipher(None, "stage-receipt-key").decrypt(blob, "AKIAONE") == b"s"
+    with pytest.raises(InvalidTag):
+        LocalCipher(None, "another-stage-key").decrypt(blob, "AKIAONE")
