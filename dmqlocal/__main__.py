@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 
+from chalicelib.settings import ConfigurationError, check_auth
 from dmqlocal.dynamodb_local import DynamoDBLocalError
 from dmqlocal.runner import LocalDmq, LocalOptions
 from dmqlocal.stores import StoreKind
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         store = StoreKind.parse(args.store)
         if args.sync not in ("second", "always"):
             raise ValueError(f"DMQ_DYNAMODB_LOCAL_SYNC={args.sync!r}: use second or always")
-    except ValueError as exc:
+        check_auth(os.environ)
+    except (ValueError, ConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -119,6 +119,22 @@ def make_key(server: DmqProcess, account: str, user: str | None = None) -> dict[
     return dict(json.loads(answer))
 
 
+def test_required_without_root_credentials_does_not_start() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DMQ_")}
+    env.update(DMQ_AUTH="required", DMQ_STORE="memory")
+    done = subprocess.run([sys.executable, "-m", "dmqlocal", "--port", "0"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2
+    assert "DMQ_AUTH=required needs DMQ_ROOT_ACCESS_KEY_ID" in done.stderr
+    assert "Traceback" not in done.stderr
+    env["DMQ_AUTH"] = "sometimes"
+    done = subprocess.run([sys.executable, "-m", "dmqlocal", "--port", "0"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2 and "DMQ_AUTH is 'sometimes'" in done.stderr
+
+
 # -- boto3 ------------------------------------------------------------------------------------
 def test_boto3_root_is_served_and_forged_or_wrong_keys_are_refused(server: DmqProcess,
                                                                     root: Any) -> None:
@@ -263,6 +279,9 @@ def test_aws_cli_rejections_and_caller_identity(server: DmqProcess, root: Any,
               "get-caller-identity")
     assert me.returncode == 0, me.stderr
     assert json.loads(me.stdout)["Arn"] == f"arn:aws:iam::{OTHER}:user/cli-user"
+    unsigned = _cli(server, tmp_path, ROOT, ROOT_SECRET, "sqs", "list-queues",
+                    "--no-sign-request")
+    assert unsigned.returncode != 0 and "MissingAuthenticationToken" in unsigned.stderr
     sent = _cli(server, tmp_path, ROOT, ROOT_SECRET, "sqs", "send-message", "--queue-url", url,
                 "--message-body", "from the cli")
     assert sent.returncode == 0, sent.stderr
