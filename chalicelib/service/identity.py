@@ -36,6 +36,7 @@ OPEN = "open"
 REQUIRED = "required"
 _ACCOUNT = re.compile(r"[0-9]{12}")
 _USER = re.compile(r"[A-Za-z0-9+=,.@_-]{1,64}")
+CACHE_LIMIT = 10_000  # cached key ids (known and unknown) per container
 _KEY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 SIGNATURE_MISMATCH = (
     "The request signature we calculated does not match the signature you provided. Check "
@@ -157,6 +158,8 @@ class Identities:
         else:
             known = self._load(access_key_id)
             with self._lock:
+                if len(self._cache) >= CACHE_LIMIT:  # a flood of forged ids cannot grow it
+                    self._cache.clear()
                 self._cache[access_key_id] = (now + self._cache_seconds, known)
         if known is None:
             raise InvalidClientTokenIdError()

@@ -23,7 +23,7 @@ from chalicelib.service.exceptions import (
     RequestExpiredError,
     SignatureDoesNotMatchError,
 )
-from chalicelib.service.identity import Identities
+from chalicelib.service.identity import CACHE_LIMIT, Identities
 
 KEY, SECRET = "AKIAUNITUNITUNITUNIT", "unit-secret"
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5)
@@ -108,3 +108,22 @@ def test_odd_dates_are_incomplete_signature(date: str) -> None:
     odd: Any = signature.__class__(**{**signature.__dict__, "amz_date": date})
     with pytest.raises(IncompleteSignatureError):
         check_time(odd, _now())
+
+
+def test_forged_key_ids_are_cached_briefly_and_the_cache_stays_bounded() -> None:
+    reads: list[str] = []
+
+    class _Counting(_NoKeys):
+        def get(self, access_key_id: str) -> None:
+            reads.append(access_key_id)
+
+    identities = Identities(_Counting(), LocalCipher(None), FakeClock(),  # type: ignore[arg-type]
+                            "required", "000000000000", (KEY, SECRET), 60.0)
+    for _ in range(3):  # an unknown id is read once per cache period
+        with pytest.raises(InvalidClientTokenIdError):
+            identities.lookup("AKIAFORGED")
+    assert reads == ["AKIAFORGED"]
+    for number in range(CACHE_LIMIT + 5):
+        with pytest.raises(InvalidClientTokenIdError):
+            identities.lookup(f"AKIAFLOOD{number}")
+    assert len(identities._cache) <= CACHE_LIMIT
