@@ -79,6 +79,12 @@ class Settings:
     # Fair queues: a standard queue's noisy tenants wait behind the others (DMQ_FAIR_QUEUES,
     # "on" or "off"; docs/fair-queues.md).
     fair_queues: bool = True
+    # Throttling (docs/throttling.md): requests per second per account and per queue, and
+    # the bucket sizes (0: one second's worth). A rate of 0 (the default) turns it off.
+    throttle_account_rps: float = 0.0
+    throttle_account_burst: int = 0
+    throttle_queue_rps: float = 0.0
+    throttle_queue_burst: int = 0
 
     @property
     def store_budget_s(self) -> float:
@@ -163,6 +169,10 @@ class Settings:
                 env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
             move_task_run_s=float(
                 env.get("DMQ_MOVE_TASK_RUN_S", 20.0 if on_lambda else base.move_task_run_s)),
+            throttle_account_rps=float(env.get("DMQ_THROTTLE_ACCOUNT_RPS", "0") or 0),
+            throttle_account_burst=int(env.get("DMQ_THROTTLE_ACCOUNT_BURST", "0") or 0),
+            throttle_queue_rps=float(env.get("DMQ_THROTTLE_QUEUE_RPS", "0") or 0),
+            throttle_queue_burst=int(env.get("DMQ_THROTTLE_QUEUE_BURST", "0") or 0),
         )
 
 

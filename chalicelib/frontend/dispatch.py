@@ -11,6 +11,7 @@ from chalicelib.frontend import actions_queues as q
 from chalicelib.frontend.context import RequestContext
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
+from chalicelib.frontend.throttling import check_rate
 from chalicelib.service.exceptions import InvalidActionError
 
 Action = Callable[[Services, RequestContext, Params], dict[str, Any]]
@@ -49,4 +50,5 @@ def dispatch(
     handler = ACTIONS.get(action)
     if handler is None:
         raise InvalidActionError(f"The action {action} is not valid for this endpoint.")
+    check_rate(services, context, params)
     return handler(services, context, params)

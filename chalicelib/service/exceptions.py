@@ -186,3 +186,11 @@ class InternalError(SqsError):
     code = "InternalError"
     status = 500
     sender_fault = False
+
+
+class RateThrottledError(RequestThrottledError):
+    """The caller's account or the queue is over its configured request rate. SQS answers
+    this RequestThrottled with HTTP 403 (a Sender fault), which botocore retries in its
+    legacy and standard retry modes alike."""
+
+    status = 403
