@@ -16,16 +16,18 @@ def caller_account(context: RequestContext) -> str:
     return context.account
 
 
-def queue_named(params: Params) -> str | None:
-    """The queue id of the request's QueueUrl; None when it names none (or a malformed
-    one, which the action itself reports)."""
+def queue_named(services: Services, params: Params) -> str | None:
+    """The queue id of the request's QueueUrl when that queue exists (its record is the
+    one routing just read, from the metadata cache); None when it names none, or one that
+    does not exist (the action itself reports it), so only real queues have buckets."""
     url = params.raw("QueueUrl")
     if not isinstance(url, str):
         return None
     try:
-        return queue_id_of(*parse_queue_url(url))
+        queue_id = queue_id_of(*parse_queue_url(url))
     except QueueDoesNotExistError:
         return None
+    return queue_id if services.queues.find(queue_id) is not None else None
 
 
 def check_rate(services: Services, context: RequestContext, params: Params) -> None:
@@ -33,4 +35,4 @@ def check_rate(services: Services, context: RequestContext, params: Params) -> N
     (RateThrottledError) when either is over its rate."""
     throttle = services.throttle
     if throttle is not None and throttle.enabled:
-        throttle.admit(caller_account(context), queue_named(params))
+        throttle.admit(caller_account(context), queue_named(services, params))

@@ -315,3 +315,16 @@ def test_a_store_fault_lets_requests_through(clock: FakeClock) -> None:
     clock.advance(1.0)
     throttle.admit("111111111111", None)
     assert store.takes == 2
+
+
+def test_a_queue_that_does_not_exist_gets_no_bucket(dmq: Client, aws: Clients,
+                                                   settings: Settings) -> None:
+    # GIVEN per-queue throttling WHEN requests name queues that do not exist
+    sqs = sqs_client(dmq, "us-east-1", NO_RETRIES)
+    for n in range(QUEUE_BURST + 2):
+        with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+            sqs.send_message(QueueUrl=f"http://dmq.test/000000000000/ghost-{n % 2}",
+                             MessageBody="x")
+    # THEN each is answered QueueDoesNotExist, and no bucket was written for them
+    store = BucketStore(aws.dynamodb, settings.control_table)
+    assert store.tat("queue#000000000000/ghost-0") is None
