@@ -139,6 +139,11 @@ class Throttle:
         for name in [n for n, b in self._buckets.items() if b.idle(now_us)]:
             del self._buckets[name]
 
+    def local_buckets(self) -> int:
+        """How many buckets this process keeps a view of."""
+        with self._lock:
+            return len(self._buckets)
+
     def leased(self, bucket: str) -> int:
         """The unspent tokens this process holds of a bucket (for tests and metrics)."""
         local = self._buckets.get(bucket)

@@ -20,7 +20,8 @@ from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
 from chalicelib.domain.exceptions import StoreError
 from chalicelib.domain.throttling import Limit, limit_of
-from chalicelib.metadata.throttle_buckets import BucketStore
+from chalicelib.metadata.throttle_buckets import BucketStore, Grant
+from chalicelib.service import throttling
 from chalicelib.service.exceptions import RateThrottledError
 from chalicelib.service.throttling import Throttle
 from chalicelib.settings import Settings
@@ -328,3 +329,22 @@ def test_a_queue_that_does_not_exist_gets_no_bucket(dmq: Client, aws: Clients,
     # THEN each is answered QueueDoesNotExist, and no bucket was written for them
     store = BucketStore(aws.dynamodb, settings.control_table)
     assert store.tat("queue#000000000000/ghost-0") is None
+
+
+class _GrantingStore(BucketStore):
+    def __init__(self) -> None:
+        pass
+
+    def take(self, *args: Any, **kwargs: Any) -> Grant:
+        return Grant(1, None)
+
+
+def test_a_process_keeps_a_bounded_number_of_buckets(
+        clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a process that may keep 3 buckets WHEN requests go to 10 queues in turn
+    monkeypatch.setattr(throttling, "MAX_LOCAL_BUCKETS", 3)
+    throttle = Throttle(_GrantingStore(), clock, Limit(0, 0), limit_of(5, 1))
+    for n in range(10):
+        throttle.admit("111111111111", f"111111111111/q{n}")
+        # THEN the idle ones (nothing leased, nothing refused) are forgotten
+        assert throttle.local_buckets() <= 3
