@@ -15,6 +15,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from chalicelib import observability
 from chalicelib.clock import Clock
 from chalicelib.domain import throttling
 from chalicelib.domain.exceptions import StoreError
@@ -69,6 +70,7 @@ class Throttle:
         if self.account_limit.enabled:
             bucket = f"account#{account}"
             if not self._spend(bucket, self.account_limit, now_us):
+                observability.add_count("ThrottledRequests")
                 raise RateThrottledError(
                     f"Request rate exceeded for account {account} "
                     f"({self.account_limit.rate:g} requests per second); retry with backoff.")
@@ -77,6 +79,7 @@ class Throttle:
                 and not self._spend(f"queue#{queue_id}", self.queue_limit, now_us)):
             if taken is not None:
                 self._refund(taken)
+            observability.add_count("ThrottledRequests")
             raise RateThrottledError(
                 f"Request rate exceeded for queue {queue_id.split('/', 1)[-1]} "
                 f"({self.queue_limit.rate:g} requests per second); retry with backoff.")
@@ -93,6 +96,7 @@ class Throttle:
                 return True
             if now_us < local.refused_until_us:
                 return False
+            observability.add_count("ThrottleLeases")
             try:
                 grant = self._store.take(bucket, limit, now_us, limit.lease_size, local.tat_us)
             except StoreError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,6 +17,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from chalice.test import Client
 
+from chalicelib import observability
 from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
 from chalicelib.domain.exceptions import StoreError
@@ -348,3 +350,30 @@ def test_a_process_keeps_a_bounded_number_of_buckets(
         throttle.admit("111111111111", f"111111111111/q{n}")
         # THEN the idle ones (nothing leased, nothing refused) are forgotten
         assert throttle.local_buckets() <= 3
+
+
+@pytest.fixture
+def metrics_on() -> Iterator[None]:
+    """EMF metrics on, as on Lambda; off again afterwards."""
+    observability.configure(json_logs=False, emit_metrics=True)
+    yield
+    observability.configure(json_logs=False, emit_metrics=False)
+
+
+@pytest.mark.usefixtures("metrics_on")
+def test_refused_requests_and_leases_are_counted_in_the_metrics(
+        dmq: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    sqs = sqs_client(dmq, "us-east-1", NO_RETRIES)
+    url = sqs.create_queue(QueueName="metered")["QueueUrl"]
+    _exhaust(sqs, url, QUEUE_BURST)  # one lease each (5/s: leases of one token)
+    with pytest.raises(ClientError, match="RequestThrottled"):
+        sqs.send_message(QueueUrl=url, MessageBody="refused")
+    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+                 if line.startswith("{") and "_aws" in line]
+
+    def total(name: str) -> float:
+        values = [d[name] for d in documents if name in d]
+        return sum(sum(v) if isinstance(v, list) else v for v in values)
+
+    assert total("ThrottledRequests") == 1
+    assert total("ThrottleLeases") == QUEUE_BURST + 1
