@@ -16,6 +16,7 @@ from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.queues import ConnectionBudget, QueueRecord
+from chalicelib.domain.throttling import limit_of
 from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.access_keys import AccessKeyRepository
@@ -23,6 +24,7 @@ from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.metadata.secret_cipher import KmsCipher, LocalCipher, SecretCipher
+from chalicelib.metadata.throttle_buckets import BucketStore
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.secrets import receipt_key
@@ -35,6 +37,7 @@ from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
+from chalicelib.service.throttling import Throttle
 from chalicelib.service.usage import UsageMeter
 from chalicelib.settings import Settings, get_settings
 
@@ -181,7 +184,11 @@ class Runtime:
         move_tasks = MoveTaskService(
             queues, messages, stores, MoveTaskRepository(clients.dynamodb, settings.control_table),
             self._clock)
-        services = Services(settings, region, queues, messages, clusters, move_tasks)
+        throttle = Throttle(
+            BucketStore(clients.dynamodb, settings.control_table), self._clock,
+            limit_of(settings.throttle_account_rps, settings.throttle_account_burst),
+            limit_of(settings.throttle_queue_rps, settings.throttle_queue_burst))
+        services = Services(settings, region, queues, messages, clusters, move_tasks, throttle)
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
 
     def identities(self) -> Identities:

@@ -95,6 +95,12 @@ class Settings:
     # The admin API is checked by API Gateway's IAM authorizer (a deployed stage), else
     # by DMQ itself (an admin access key, SigV4 for execute-api).
     admin_iam_gateway: bool = False
+    # Throttling (docs/throttling.md): requests per second per account and per queue, and
+    # the bucket sizes (0: one second's worth). A rate of 0 (the default) turns it off.
+    throttle_account_rps: float = 0.0
+    throttle_account_burst: int = 0
+    throttle_queue_rps: float = 0.0
+    throttle_queue_burst: int = 0
 
     @property
     def store_budget_s(self) -> float:
@@ -188,6 +194,10 @@ class Settings:
             keys_kms_key_id=env.get("DMQ_KEYS_KMS_KEY_ID") or None,
             keys_key_file=env.get("DMQ_KEYS_KEY_FILE") or None,
             admin_iam_gateway=on_lambda,
+            throttle_account_rps=float(env.get("DMQ_THROTTLE_ACCOUNT_RPS", "0") or 0),
+            throttle_account_burst=int(env.get("DMQ_THROTTLE_ACCOUNT_BURST", "0") or 0),
+            throttle_queue_rps=float(env.get("DMQ_THROTTLE_QUEUE_RPS", "0") or 0),
+            throttle_queue_burst=int(env.get("DMQ_THROTTLE_QUEUE_BURST", "0") or 0),
         )
 
 

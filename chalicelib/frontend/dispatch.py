@@ -12,6 +12,7 @@ from chalicelib.frontend.authn import authorize
 from chalicelib.frontend.context import RequestContext
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
+from chalicelib.frontend.throttling import check_rate
 from chalicelib.service.exceptions import InvalidActionError
 
 Action = Callable[[Services, RequestContext, Params], dict[str, Any]]
@@ -51,4 +52,5 @@ def dispatch(
     if handler is None:
         raise InvalidActionError(f"The action {action} is not valid for this endpoint.")
     authorize(services, context, action, params)
+    check_rate(services, context, params)
     return handler(services, context, params)

@@ -8,6 +8,7 @@ from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
+from chalicelib.service.throttling import Throttle
 from chalicelib.settings import Settings
 
 
@@ -21,3 +22,5 @@ class Services:
     messages: MessageService
     clusters: ClusterManager
     move_tasks: MoveTaskService
+    # Throttling (docs/throttling.md); None: every request is admitted.
+    throttle: Throttle | None = None

@@ -231,3 +231,11 @@ class AccessDeniedError(SqsError):
 
     code = "AccessDenied"
     status = 403
+
+
+class RateThrottledError(RequestThrottledError):
+    """The caller's account or the queue is over its configured request rate. SQS answers
+    this RequestThrottled with HTTP 403 (a Sender fault), which botocore retries in its
+    legacy and standard retry modes alike."""
+
+    status = 403

@@ -1,0 +1,38 @@
+"""The throttling check of the request path: which account and which queue a request
+counts against (docs/throttling.md)."""
+
+from __future__ import annotations
+
+from chalicelib.domain.queues import queue_id_of
+from chalicelib.frontend.context import RequestContext, parse_queue_url
+from chalicelib.frontend.params import Params
+from chalicelib.frontend.services import Services
+from chalicelib.service.exceptions import QueueDoesNotExistError
+
+
+def caller_account(context: RequestContext) -> str:
+    """The account a request is counted against: the caller's own (the one its
+    credential acts as), never the one a queue URL names."""
+    return context.account
+
+
+def queue_named(services: Services, params: Params) -> str | None:
+    """The queue id of the request's QueueUrl when that queue exists (its record is the
+    one routing just read, from the metadata cache); None when it names none, or one that
+    does not exist (the action itself reports it), so only real queues have buckets."""
+    url = params.raw("QueueUrl")
+    if not isinstance(url, str):
+        return None
+    try:
+        queue_id = queue_id_of(*parse_queue_url(url))
+    except QueueDoesNotExistError:
+        return None
+    return queue_id if services.queues.find(queue_id) is not None else None
+
+
+def check_rate(services: Services, context: RequestContext, params: Params) -> None:
+    """Count the request against the caller's account and its queue; RequestThrottled
+    (RateThrottledError) when either is over its rate."""
+    throttle = services.throttle
+    if throttle is not None and throttle.enabled:
+        throttle.admit(caller_account(context), queue_named(services, params))
