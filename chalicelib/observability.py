@@ -123,6 +123,7 @@ def configure(json_logs: bool, emit_metrics: bool, level: str = "INFO") -> None:
                                           include={"chalicelib"})
     _handler.enabled = json_logs
     _state.metrics = Metrics(namespace=NAMESPACE, service=SERVICE) if emit_metrics else None
+    _queue_counts.take_pending()  # counts from before a switch are not printed after it
 
 
 def request_keys(headers: Mapping[str, str], body: bytes | None,

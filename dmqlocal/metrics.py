@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from chalicelib import observability
@@ -148,7 +148,7 @@ class MetricsEndpoint:
 
     def respond(self) -> Response:
         """The text exposition format, version 0.0.4."""
-        return 200, {"Content-Type": CONTENT_TYPE_LATEST}, generate_latest(self.registry)
+        return 200, {"Content-Type": CONTENT_TYPE_PLAIN_0_0_4}, generate_latest(self.registry)
 
 
 def routes(runtime: Runtime) -> dict[str, Callable[[], Response]]:
