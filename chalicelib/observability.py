@@ -224,6 +224,28 @@ def record_request(account: str, queue: str, action: str, result: Any,
         count_queue("Errors", account, queue, len(data.get("Failed") or ()))
 
 
+def emitting() -> bool:
+    """True when EMF metrics are on (on Lambda, or DMQ_METRICS=emf)."""
+    return _state.metrics is not None
+
+
+def queue_gauges(account: str, queue: str, gauges: Mapping[str, float],
+                 age_s: float) -> None:
+    """One queue's gauges (message counts, and the oldest message's age in seconds) as
+    one EMF document with the dimensions Account and Queue, printed now."""
+    if _state.metrics is None:
+        return
+    with _flush_lock:
+        document = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
+        document.add_dimension(name="Account", value=account or "-")
+        document.add_dimension(name="Queue", value=queue or "-")
+        for name, value in gauges.items():
+            document.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        document.add_metric(name="ApproximateAgeOfOldestMessage", unit=MetricUnit.Seconds,
+                            value=age_s)
+        document.flush_metrics()
+
+
 def queue_totals() -> dict[QueueKey, float]:
     """Every per-queue count since the process started, by (metric, account, queue)."""
     with _queue_counts._lock:

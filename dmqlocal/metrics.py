@@ -6,8 +6,9 @@ dead-letter moves per queue). Gauges are read when a scrape comes, per queue of 
 live region: visible, in-flight and delayed messages (what GetQueueAttributes answers:
 the store's sharded counters, less the hidden part of the visibility index, so the cost
 never grows with the visible backlog) and the age of the oldest message (the head of
-each shard, one item per shard). A scrape within `cache_s` of the last one is answered
-from that one, so a busy scraper costs the store nothing more.
+each shard, one item per shard): see `chalicelib.frontend.queue_metrics`. A scrape
+within `cache_s` of the last one is answered from that one, so a busy scraper costs the
+store nothing more.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -25,12 +25,12 @@ from prometheus_client.registry import Collector
 
 from chalicelib import observability
 from chalicelib.clock import SystemClock
+from chalicelib.frontend import queue_metrics
+from chalicelib.frontend.queue_metrics import QueueGauges
 from chalicelib.runtime import Runtime
-from chalicelib.service.fifo import is_fifo
 
 PATH = "/metrics"
 CACHE_S = 1.0
-FIFO_PEEK = 10  # FIFO stores keep groups, not send order: the oldest of this many heads
 logger = logging.getLogger("dmq.metrics")
 
 Response = tuple[int, dict[str, str], bytes]
@@ -55,33 +55,13 @@ GAUGES = {
 }
 
 
-@dataclass(frozen=True)
-class QueueGauges:
-    """One queue's gauges at one scrape."""
-
-    region: str
-    account: str
-    queue: str
-    visible: int
-    in_flight: int
-    delayed: int
-    oldest_age_s: float
-
-
 def read_gauges(runtime: Runtime, now_ms: Callable[[], int]) -> list[QueueGauges]:
-    """Every queue's counts and oldest-message age, region by region; a region that is
-    down or failing is left out of this scrape (its queues reappear when it answers)."""
+    """Every queue's gauges, region by region; a region that is down or failing is left
+    out of this scrape (its queues reappear when it answers)."""
     found: list[QueueGauges] = []
     for region in runtime.settings.all_regions:
         try:
-            services = runtime.services_for(region)
-            for queue in services.queues.all_queues():
-                counts = services.messages.counts(queue)
-                heads = services.messages.peek(queue, FIFO_PEEK if is_fifo(queue) else 1)
-                oldest = min((m.sent_ms for m in heads), default=None)
-                age = max(0.0, (now_ms() - oldest) / 1000) if oldest is not None else 0.0
-                found.append(QueueGauges(region, queue.account, queue.name, counts.visible,
-                                         counts.in_flight, counts.delayed, age))
+            found += queue_metrics.read(runtime.services_for(region), region, now_ms())
         except Exception:  # a scrape shows what answers, never a 500
             logger.warning("metrics of region %s left out of this scrape", region,
                            exc_info=True)

@@ -240,3 +240,57 @@ def test_scrapes_within_the_cache_time_read_the_store_once(dmq: Client) -> None:
     _scrape(endpoint)
     _scrape(endpoint)
     assert endpoint.reads == 1
+
+
+def _invoke_gauges(dmq: Client) -> None:
+    event = dmq.events.generate_cw_event(
+        source="aws.events", detail_type="Scheduled Event", detail={}, resources=[])
+    dmq.lambda_.invoke("emit_queue_gauges", event)
+
+
+@pytest.mark.usefixtures("deployed")
+def test_the_scheduled_handler_prints_each_queues_gauges_as_emf(
+    sqs: Any, dmq: Client, clock: FakeClock, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a work queue with two messages, the first sent 30 s ago, and its dead-letter
+    # queue holding one moved message
+    work, _ = _redriven(sqs, fifo=False)
+    sqs.send_message(QueueUrl=work, MessageBody="poison")
+    sqs.receive_message(QueueUrl=work)
+    clock.advance(6)
+    assert sqs.receive_message(QueueUrl=work).get("Messages", []) == []
+    sqs.send_message(QueueUrl=work, MessageBody="a")
+    clock.advance(30)
+    sqs.send_message(QueueUrl=work, MessageBody="b")
+    capsys.readouterr()
+    # WHEN the minute's handler runs
+    _invoke_gauges(dmq)
+    # THEN each queue has one valid EMF document of gauges, the DLQ's with its depth
+    documents = {d["Queue"]: d for d in json_lines(capsys.readouterr().out)
+                 if "ApproximateAgeOfOldestMessage" in d}
+    assert set(documents) == {"metric-work", "metric-dead"}
+    for document in documents.values():
+        assert_valid_emf(document)
+        assert document["Account"] == ACCOUNT
+
+    def values(document: dict[str, Any]) -> dict[str, float]:
+        found = {m["Name"]: document[m["Name"]] for m in
+                 document["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+        return {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in found.items()}
+
+    assert values(documents["metric-work"]) == {
+        "ApproximateNumberOfMessagesVisible": 2, "ApproximateNumberOfMessagesNotVisible": 0,
+        "ApproximateNumberOfMessagesDelayed": 0, "ApproximateAgeOfOldestMessage": 30}
+    assert values(documents["metric-dead"]) == {
+        "ApproximateNumberOfMessagesVisible": 1, "ApproximateNumberOfMessagesNotVisible": 0,
+        "ApproximateNumberOfMessagesDelayed": 0, "DeadLetterQueueDepth": 1,
+        "ApproximateAgeOfOldestMessage": 36}
+
+
+def test_the_scheduled_handler_prints_nothing_while_metrics_are_off(
+    sqs: Any, dmq: Client, capsys: pytest.CaptureFixture[str],
+) -> None:
+    sqs.create_queue(QueueName="quiet")
+    capsys.readouterr()
+    _invoke_gauges(dmq)
+    assert json_lines(capsys.readouterr().out) == []
