@@ -17,6 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from moto.server import ThreadedMotoServer
 
 from dmqlocal.dynamodb_local import DynamoDBLocal
@@ -179,3 +180,27 @@ def test_dmq_serves_on_the_deployed_resources(store: Store, deployed: str) -> No
         code = dmq.stop(STOP_TIMEOUT_S)
     assert code == 0, dmq.output
     assert "Traceback" not in dmq.output, dmq.output
+
+
+def test_the_compose_file_serves_what_the_script_needs_where_it_looks() -> None:
+    compose = yaml.safe_load((ROOT / "localstack" / "docker-compose.yml").read_text())
+    (service,) = compose["services"].values()
+    image, tag = service["image"].split(":")
+    assert image == "localstack/localstack" and tag != "latest"
+    assert set(service["environment"]["SERVICES"].split(",")) == {
+        "dynamodb", "dynamodbstreams", "s3"}
+    assert service["ports"] == ["127.0.0.1:4566:4566"]
+    script = (ROOT / "localstack" / "deploy.py").read_text()
+    assert '"http://localhost:4566"' in script
+
+
+def test_the_readme_names_every_resource_the_script_creates() -> None:
+    sys.path.insert(0, str(ROOT / "localstack"))
+    try:
+        import deploy as script
+    finally:
+        sys.path.remove(str(ROOT / "localstack"))
+    readme = (ROOT / "localstack" / "README.md").read_text()
+    names = [*script.expected_tables([]), *script.expected_buckets()]
+    assert set(names) == (TABLES - {"dmq-messages-c2"}) | BUCKETS
+    assert all(f"`{name}`" in readme for name in names)
