@@ -89,6 +89,7 @@ class _QueueCounts:
         self.totals: dict[QueueKey, float] = {}
         self.pending: dict[tuple[str, str], dict[str, float]] = {}
         self.lags_ms: dict[str, int] = {}
+        self.queue_lags_ms: dict[tuple[str, str, str], int] = {}
 
     def add(self, metric: str, account: str, queue: str, value: float) -> None:
         key = (metric, account[:MAX_NAME_CHARS], queue[:MAX_NAME_CHARS])
@@ -256,6 +257,32 @@ def replication_lags() -> dict[str, int]:
     """The largest lag of the last batch applied to each target region, in ms."""
     with _queue_counts._lock:
         return dict(_queue_counts.lags_ms)
+
+
+def queue_replication_lag(account: str, queue: str, target_region: str, lag_ms: int) -> None:
+    """The largest lag of a queue's changes in a batch applied to a region: kept for
+    `GET /metrics`, and one EMF document (Account, Queue, TargetRegion) when metrics are on."""
+    key = (account[:MAX_NAME_CHARS], queue[:MAX_NAME_CHARS], target_region)
+    with _queue_counts._lock:
+        lags = _queue_counts.queue_lags_ms
+        if key in lags or len(lags) < MAX_SERIES:
+            lags[key] = lag_ms
+    if _state.metrics is None:
+        return
+    with _flush_lock:
+        document = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
+        document.add_dimension(name="Account", value=account or "-")
+        document.add_dimension(name="Queue", value=queue or "-")
+        document.add_dimension(name="TargetRegion", value=target_region)
+        document.add_metric(name="QueueReplicationLagMs", unit=MetricUnit.Milliseconds,
+                            value=lag_ms)
+        document.flush_metrics()
+
+
+def queue_replication_lags() -> dict[tuple[str, str, str], int]:
+    """The last replication lag of each (account, queue, target region), in ms."""
+    with _queue_counts._lock:
+        return dict(_queue_counts.queue_lags_ms)
 
 
 def replication_lag(target_region: str, lag_ms: int) -> None:

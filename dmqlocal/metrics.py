@@ -89,6 +89,14 @@ class DmqCollector(Collector):
         for region, lag_ms in sorted(observability.replication_lags().items()):
             lag.add_metric([region], lag_ms / 1000)
         yield lag
+        queue_lag = GaugeMetricFamily("dmq_queue_replication_lag_seconds",
+                                      "largest replication lag of a queue's changes in the "
+                                      "last batch applied to a target region",
+                                      labels=["account", "queue", "target_region"])
+        for (account, queue, region), lag_ms in sorted(
+                observability.queue_replication_lags().items()):
+            queue_lag.add_metric([account, queue, region], lag_ms / 1000)
+        yield queue_lag
         yield from _gauge_families(self._gauges())
 
 

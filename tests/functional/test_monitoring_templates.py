@@ -26,9 +26,12 @@ CFN_LINT = Path(sys.executable).with_name("cfn-lint")
 QUEUE_METRICS = {*observability.QUEUE_METRICS, "ApproximateNumberOfMessagesVisible",
                  "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed",
                  "ApproximateAgeOfOldestMessage", "DeadLetterQueueDepth"}
+LAG_METRICS = {"ReplicationLagMs", "QueueReplicationLagMs"}
 SERVICE_METRICS = {"Requests", "ServerErrors"}
 QUEUE_SCHEMA = 'SCHEMA("DMQ", Account, Queue, service)'
 LAG_SCHEMA = 'SCHEMA("DMQ", TargetRegion, service)'
+QUEUE_LAG_SCHEMA = 'SCHEMA("DMQ", Account, Queue, TargetRegion, service)'
+SCHEMAS = {"ReplicationLagMs": LAG_SCHEMA, "QueueReplicationLagMs": QUEUE_LAG_SCHEMA}
 
 
 def _lint(*paths: Path) -> subprocess.CompletedProcess[str]:
@@ -64,7 +67,7 @@ def _resources(kind: str) -> dict[str, dict[str, Any]]:
 
 def _insights_metric(query: str) -> tuple[str, str]:
     found = re.fullmatch(r'SELECT (?:MAX|SUM)\((\w+)\) FROM (SCHEMA\("DMQ", [\w, ]+\))'
-                         r'(?: GROUP BY \w+ ORDER BY (?:MAX|SUM)\(\) DESC LIMIT \d+)?', query)
+                         r'(?: GROUP BY [\w, ]+ ORDER BY (?:MAX|SUM)\(\) DESC LIMIT \d+)?', query)
     assert found, query
     return found.group(1), found.group(2)
 
@@ -107,11 +110,11 @@ def test_the_dashboard_graphs_every_metric_dmq_prints(dashboard: dict[str, Any])
             query = options.get("expression", "")
             if query.startswith("SELECT"):
                 metric, schema = _insights_metric(query)
-                assert schema == (LAG_SCHEMA if metric == "ReplicationLagMs" else QUEUE_SCHEMA)
+                assert schema == SCHEMAS.get(metric, QUEUE_SCHEMA)
                 graphed.add(metric)
             elif line[0] == "DMQ":
                 graphed.add(line[1])
-    assert graphed == QUEUE_METRICS | SERVICE_METRICS | {"ReplicationLagMs"}
+    assert graphed == QUEUE_METRICS | SERVICE_METRICS | LAG_METRICS
 
 
 def test_the_dashboard_shows_every_alarm(dashboard: dict[str, Any]) -> None:
