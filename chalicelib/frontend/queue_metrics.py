@@ -9,6 +9,7 @@ messages by group, so there it is the oldest of the first `FIFO_HEADS` heads).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from chalicelib.domain.queues import QueueRecord
@@ -16,6 +17,7 @@ from chalicelib.frontend.services import Services
 from chalicelib.service.fifo import is_fifo
 
 FIFO_HEADS = 10
+WORKERS = 8
 
 
 @dataclass(frozen=True)
@@ -37,16 +39,22 @@ def dead_letter_arns(queues: list[QueueRecord]) -> set[str]:
     return {q.redrive_policy.dead_letter_target_arn for q in queues if q.redrive_policy}
 
 
-def read(services: Services, region: str, now_ms: int) -> list[QueueGauges]:
-    """The gauges of every active queue of the services' region."""
+def read(services: Services, region: str, now_ms: int,
+         workers: int = WORKERS) -> list[QueueGauges]:
+    """The gauges of every active queue of the services' region, `workers` queues at a
+    time (each queue's reads wait on the store, not on this process)."""
     queues = services.queues.all_queues()
     targets = dead_letter_arns(queues)
-    found = []
-    for queue in queues:
+
+    def gauges(queue: QueueRecord) -> QueueGauges:
         counts = services.messages.counts(queue)
         heads = services.messages.peek(queue, FIFO_HEADS if is_fifo(queue) else 1)
         oldest = min((m.sent_ms for m in heads), default=None)
         age = max(0.0, (now_ms - oldest) / 1000) if oldest is not None else 0.0
-        found.append(QueueGauges(region, queue.account, queue.name, counts.visible,
-                                 counts.in_flight, counts.delayed, age, queue.arn in targets))
-    return found
+        return QueueGauges(region, queue.account, queue.name, counts.visible,
+                           counts.in_flight, counts.delayed, age, queue.arn in targets)
+
+    if len(queues) < 2:
+        return [gauges(q) for q in queues]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dmq-gauges") as pool:
+        return list(pool.map(gauges, queues))
