@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         store = StoreKind.parse(args.store)
         if args.sync not in ("second", "always"):
             raise ValueError(f"DMQ_DYNAMODB_LOCAL_SYNC={args.sync!r}: use second or always")
+        if args.log_format not in ("text", "json"):
+            raise ValueError(f"DMQ_LOG_FORMAT={args.log_format!r}: use text or json")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -174,3 +174,18 @@ def test_every_log_line_is_a_json_object_naming_its_request(
     assert served.count(("ReceiveMessage", ACCOUNT, 400)) == 1
     ids = [r["request_id"] for r in records if r["message"] == "request served"]
     assert all(ids) and len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize(("args", "env", "said"), [
+    (["--log-format", "xml"], {}, "invalid choice: 'xml'"),
+    ([], {"DMQ_LOG_FORMAT": "xml"}, "DMQ_LOG_FORMAT='xml': use text or json"),
+], ids=["flag", "environment"])
+def test_an_unknown_log_format_is_refused_before_anything_starts(
+    args: list[str], env: dict[str, str], said: str,
+) -> None:
+    result = subprocess.run([sys.executable, "-m", "dmqlocal", "--port", str(free_port()), *args],
+                            cwd=ROOT, env={**server_env(), **env}, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert READY not in result.stdout
