@@ -92,7 +92,7 @@ class _QueueCounts:
         self.queue_lags_ms: dict[tuple[str, str, str], int] = {}
 
     def add(self, metric: str, account: str, queue: str, value: float) -> None:
-        key = (metric, account[:MAX_NAME_CHARS], queue[:MAX_NAME_CHARS])
+        key = (metric, _label(account), _label(queue))
         with self._lock:
             if key not in self.totals and len(self.totals) >= MAX_SERIES:
                 key = (metric, OTHER_QUEUE, OTHER_QUEUE)
@@ -108,6 +108,12 @@ class _QueueCounts:
 
 
 _queue_counts = _QueueCounts()
+
+
+def _label(name: str) -> str:
+    """A name as a metric label: at most MAX_NAME_CHARS, and valid UTF-8 (a name taken
+    from a bad request may hold lone surrogates, which no exposition can encode)."""
+    return name[:MAX_NAME_CHARS].encode("utf-8", "replace").decode("utf-8")
 
 
 def configure(json_logs: bool, emit_metrics: bool, level: str = "INFO") -> None:
@@ -262,7 +268,7 @@ def replication_lags() -> dict[str, int]:
 def queue_replication_lag(account: str, queue: str, target_region: str, lag_ms: int) -> None:
     """The largest lag of a queue's changes in a batch applied to a region: kept for
     `GET /metrics`, and one EMF document (Account, Queue, TargetRegion) when metrics are on."""
-    key = (account[:MAX_NAME_CHARS], queue[:MAX_NAME_CHARS], target_region)
+    key = (_label(account), _label(queue), target_region)
     with _queue_counts._lock:
         lags = _queue_counts.queue_lags_ms
         if key in lags or len(lags) < MAX_SERIES:

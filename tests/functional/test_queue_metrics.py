@@ -294,3 +294,16 @@ def test_the_scheduled_handler_prints_nothing_while_metrics_are_off(
     capsys.readouterr()
     _invoke_gauges(dmq)
     assert json_lines(capsys.readouterr().out) == []
+
+
+def test_a_name_no_exposition_can_encode_is_counted_under_a_readable_one(
+    dmq: Client, counts: dict[tuple[str, str, str], float],
+) -> None:
+    # GIVEN a queue name from a bad request: a lone surrogate, and far too long
+    observability.count_queue("Errors", ACCOUNT, "bad\ud800" + "x" * 200)
+    # THEN it is counted under a label that encodes, cut to SQS's longest name
+    label = "bad?" + "x" * (observability.MAX_NAME_CHARS - 4)
+    assert added(counts, label) == {"Errors": 1}
+    status, _, body = MetricsEndpoint(runtime, cache_s=60).respond()
+    assert status == 200
+    assert f'dmq_errors_total{{account="{ACCOUNT}",queue="{label}"}}' in body.decode()
