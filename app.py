@@ -367,3 +367,24 @@ def admin_rotate_key(key_id: str) -> Response:
 def admin_revoke_key(key_id: str) -> Response:
     """Admin: revoke an access key."""
     return _admin_runtime(lambda rt: admin_auth.revoke_key(rt.identities(), key_id))
+
+
+# -- Queue metrics: each queue's gauges as CloudWatch metrics (EMF), once a minute -----
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
+def emit_queue_gauges(event: CloudWatchEvent) -> None:
+    """Visible, in-flight and delayed messages, the oldest message's age and, for
+    dead-letter queues, their depth: what the dashboard and alarms in infra/ read."""
+    from chalicelib.frontend import queue_metrics
+
+    if not observability.emitting():
+        return
+    for region in _live_local_regions():
+        now_ms = runtime.backend(region).clock.now_ms()
+        for g in queue_metrics.read(runtime.services_for(region), region, now_ms):
+            gauges = {"ApproximateNumberOfMessagesVisible": g.visible,
+                      "ApproximateNumberOfMessagesNotVisible": g.in_flight,
+                      "ApproximateNumberOfMessagesDelayed": g.delayed}
+            if g.dead_letter_queue:
+                gauges["DeadLetterQueueDepth"] = g.visible + g.in_flight + g.delayed
+            observability.queue_gauges(g.account, g.queue, gauges, g.oldest_age_s)

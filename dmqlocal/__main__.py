@@ -9,6 +9,8 @@ import signal
 import sys
 import threading
 
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
 from chalicelib.settings import ConfigurationError, check_auth
 from dmqlocal.dynamodb_local import DynamoDBLocalError
 from dmqlocal.runner import LocalDmq, LocalOptions
@@ -30,7 +32,23 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="DynamoDB Local's disk syncs: once a second (default; a crash "
                              "of either process loses nothing) or on every write (slow; "
                              "also survives a power cut)")
+    parser.add_argument("--log-format", choices=("text", "json"),
+                        default=os.environ.get("DMQ_LOG_FORMAT") or "text",
+                        help="text (default) or json: one JSON object per log line, with "
+                             "the request's id, action, account and queue (DMQ_LOG_FORMAT)")
     return parser.parse_args(argv)
+
+
+def _configure_logs(log_format: str) -> None:
+    """Plain lines, or JSON objects through the same formatter as on Lambda. DMQ's own
+    loggers get theirs when the app is imported (DMQ_LOG_FORMAT, set here)."""
+    os.environ["DMQ_LOG_FORMAT"] = log_format
+    if log_format == "json":
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(LambdaPowertoolsFormatter(service="dmq"))
+        logging.basicConfig(level=logging.INFO, handlers=[handler])
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,11 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         store = StoreKind.parse(args.store)
         if args.sync not in ("second", "always"):
             raise ValueError(f"DMQ_DYNAMODB_LOCAL_SYNC={args.sync!r}: use second or always")
+        if args.log_format not in ("text", "json"):
+            raise ValueError(f"DMQ_LOG_FORMAT={args.log_format!r}: use text or json")
         check_auth(os.environ)
     except (ValueError, ConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    _configure_logs(args.log_format)
     for noisy in ("werkzeug", "botocore", "pynamodb"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

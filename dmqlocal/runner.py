@@ -13,7 +13,7 @@ from chalice import Chalice
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal import chaos, counting, region_simulation
+from dmqlocal import chaos, counting, metrics, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
 from dmqlocal.pump import StreamPump
@@ -105,7 +105,8 @@ class LocalDmq:
                            chaos.ENV, self.chaos.fraction)
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         self.server = LocalServer(self._app, self.options.host, self.options.port,
-                                  {**counting.routes(counter), **chaos.routes(self.chaos)},
+                                  {**counting.routes(counter), **chaos.routes(self.chaos),
+                                   **metrics.routes(self._runtime)},
                                   HttpLimits.of(settings))
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for pump in self.pumps:

@@ -24,7 +24,9 @@ from botocore.exceptions import ClientError
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "infra" / "dmq.template.json"
 CONFIG = ROOT / ".chalice" / "config.json"
-CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"]
+MONITORING = ROOT / "infra" / "monitoring.template.json"
+# AUTO_EXPAND: the monitoring template writes its dashboard with AWS::LanguageExtensions.
+CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
 
 
 def deploy_stack(
@@ -93,12 +95,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", default=None, help="stack name (default dmq-<stage>)")
     parser.add_argument("--region", default=None)
     parser.add_argument("--endpoint", default=None, help="CloudFormation endpoint override")
+    parser.add_argument("--monitoring", action="store_true",
+                        help="also deploy the dashboard and alarms (stack <stack>-monitoring)")
+    parser.add_argument("--alarm-topic", default="", help="SNS topic ARN the alarms notify")
     args = parser.parse_args(argv)
     session = boto3.session.Session(region_name=args.region)
     cloudformation = session.client("cloudformation", endpoint_url=args.endpoint)
-    outputs = deploy_stack(cloudformation, args.stack or f"dmq-{args.stage}")
+    stack = args.stack or f"dmq-{args.stage}"
+    outputs = deploy_stack(cloudformation, stack)
     update_config(CONFIG, args.stage, outputs, session.client("ssm"))
     print(f"stack outputs: {json.dumps(outputs)}")
+    if args.monitoring:
+        watched = deploy_stack(cloudformation, f"{stack}-monitoring", MONITORING.read_text(),
+                               {"AlarmTopicArn": args.alarm_topic})
+        print(f"monitoring: dashboard {watched['DashboardName']}, alarms {watched['AlarmNames']}")
     print(f"now run: chalice deploy --stage {args.stage}")
     return 0
 

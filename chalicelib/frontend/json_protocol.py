@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from chalicelib import observability
 from chalicelib.frontend.context import context_from_headers, region_from_headers
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
@@ -91,11 +92,15 @@ def handle(
 def meter_request(
     meter: Meter | None, caller: str, action: str, params: Params, result: Any,
 ) -> None:
-    """Meter a served request; a metering fault is logged, never the request's error."""
-    if meter is None or not action:
+    """Meter a served request; a metering fault is logged, never the request's error.
+    Its per-queue metrics are counted too (`result` is None when it failed)."""
+    if not action:
         return
     try:
-        _record(meter, caller, action, params, result)
+        observability.record_request(caller, queue_of(params.data), action, result,
+                                     failed=result is None)
+        if meter is not None:
+            _record(meter, caller, action, params, result)
     except Exception:  # usage records must never fail a served request
         logger.exception("usage metering failed for %s; the request is served", action)
 

@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from chalicelib import observability
 from chalicelib.backend.fifo_store import FifoEntry, FifoStore, GroupState
 from chalicelib.clock import Clock
 from chalicelib.domain import fifo
@@ -303,7 +304,10 @@ class FifoService:
         target_shard = shard_of_group(target, head.message.group_id or "")
         retention = target.attribute_int("MessageRetentionPeriod") * 1000
         moved = head.message.moved_to_dead_letters(now, retention)
-        return store.move(queue.queue_id, group, head, target.queue_id, target_shard.id, moved)
+        done = store.move(queue.queue_id, group, head, target.queue_id, target_shard.id, moved)
+        if done:
+            observability.record_dead_letter_move(queue.account, queue.name)
+        return done
 
     def _received(self, queue: QueueRecord, entry: FifoEntry, token: str,
                   now: int | None = None) -> FifoReceived:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from chalicelib import observability
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.store import CandidatePage, VisibilityChange
@@ -500,6 +501,7 @@ class MessageService:
             self._move_across(queue, placed, candidate, target, target_shard, retention_ms, now)
         self._touch(target.queue_id, target_shard.id)
         self._wakeups.notify(target.queue_id)
+        observability.record_dead_letter_move(queue.account, queue.name)
         return True
 
     def _move_across(

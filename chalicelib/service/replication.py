@@ -48,6 +48,22 @@ def queue_id_of_key(keys: Mapping[str, Any]) -> str:
     return str(keys["pk"]["S"]).rsplit("#", 1)[0]
 
 
+def queue_lags(records: Sequence[Mapping[str, Any]], now_ms: int) -> dict[str, int]:
+    """The largest lag of each queue's messages in a batch: now less the change's
+    ApproximateCreationDateTime (queue records and undated changes are left out)."""
+    lags: dict[str, int] = {}
+    for record in records:
+        data = record.get("dynamodb", {})
+        created = data.get("ApproximateCreationDateTime")
+        keys = data.get("Keys") or {}
+        if created is None or "pk" not in keys:
+            continue
+        queue_id = queue_id_of_key(keys)
+        lag = max(0, now_ms - round(float(created) * 1000))
+        lags[queue_id] = max(lag, lags.get(queue_id, 0))
+    return lags
+
+
 class LagMetrics:
     """The most recent replication lags of each target region, and how many synchronous
     replica writes failed per region (the stream path caught those messages up)."""
@@ -123,6 +139,9 @@ class Replicator:
             written += result.applied
             if result.lags_ms:
                 observability.replication_lag(target, max(result.lags_ms))
+                for queue_id, lag_ms in queue_lags(batch, self._clock.now_ms()).items():
+                    account, _, name = queue_id.partition("/")
+                    observability.queue_replication_lag(account, name, target, lag_ms)
         return written
 
     def _route(self, region: str, table: str, record: Mapping[str, Any]) -> _Route:

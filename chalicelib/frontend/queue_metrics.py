@@ -1,0 +1,60 @@
+"""Each queue's gauges: its visible, in-flight and delayed messages and the age of its
+oldest message, read as GetQueueAttributes reads them.
+
+The counts come from the store's sharded counters, less the hidden part of the
+visibility index, so their cost never grows with the visible backlog; the oldest age is
+the head of each shard in send order, one item per shard (a FIFO shard keeps its
+messages by group, so there it is the oldest of the first `FIFO_HEADS` heads).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from chalicelib.domain.queues import QueueRecord
+from chalicelib.frontend.services import Services
+from chalicelib.service.fifo import is_fifo
+
+FIFO_HEADS = 10
+WORKERS = 8
+
+
+@dataclass(frozen=True)
+class QueueGauges:
+    """One queue's gauges at one moment."""
+
+    region: str
+    account: str
+    queue: str
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_s: float
+    dead_letter_queue: bool  # some queue's RedrivePolicy targets it
+
+
+def dead_letter_arns(queues: list[QueueRecord]) -> set[str]:
+    """The ARNs the queues' redrive policies name as dead-letter queues."""
+    return {q.redrive_policy.dead_letter_target_arn for q in queues if q.redrive_policy}
+
+
+def read(services: Services, region: str, now_ms: int,
+         workers: int = WORKERS) -> list[QueueGauges]:
+    """The gauges of every active queue of the services' region, `workers` queues at a
+    time (each queue's reads wait on the store, not on this process)."""
+    queues = services.queues.all_queues()
+    targets = dead_letter_arns(queues)
+
+    def gauges(queue: QueueRecord) -> QueueGauges:
+        counts = services.messages.counts(queue)
+        heads = services.messages.peek(queue, FIFO_HEADS if is_fifo(queue) else 1)
+        oldest = min((m.sent_ms for m in heads), default=None)
+        age = max(0.0, (now_ms - oldest) / 1000) if oldest is not None else 0.0
+        return QueueGauges(region, queue.account, queue.name, counts.visible,
+                           counts.in_flight, counts.delayed, age, queue.arn in targets)
+
+    if len(queues) < 2:
+        return [gauges(q) for q in queues]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dmq-gauges") as pool:
+        return list(pool.map(gauges, queues))

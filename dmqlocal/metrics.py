@@ -1,0 +1,145 @@
+"""`GET /metrics`: the local server's metrics in the Prometheus text format.
+
+Counters come from `chalicelib.observability` (kept in memory since the process
+started: messages sent, received and deleted, empty receives, errors, throttles and
+dead-letter moves per queue). Gauges are read when a scrape comes, per queue of every
+live region: visible, in-flight and delayed messages (what GetQueueAttributes answers:
+the store's sharded counters, less the hidden part of the visibility index, so the cost
+never grows with the visible backlog) and the age of the oldest message (the head of
+each shard, one item per shard): see `chalicelib.frontend.queue_metrics`. A scrape
+within `cache_s` of the last one is answered from that one, so a busy scraper costs the
+store nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.registry import Collector
+
+from chalicelib import observability
+from chalicelib.clock import SystemClock
+from chalicelib.frontend import queue_metrics
+from chalicelib.frontend.queue_metrics import QueueGauges
+from chalicelib.runtime import Runtime
+
+PATH = "/metrics"
+CACHE_S = 1.0
+logger = logging.getLogger("dmq.metrics")
+
+Response = tuple[int, dict[str, str], bytes]
+
+# Counter name in Prometheus -> the observability metric it exposes.
+COUNTERS = {
+    "dmq_messages_sent": "NumberOfMessagesSent",
+    "dmq_messages_received": "NumberOfMessagesReceived",
+    "dmq_messages_deleted": "NumberOfMessagesDeleted",
+    "dmq_empty_receives": "NumberOfEmptyReceives",
+    "dmq_errors": "Errors",
+    "dmq_throttles": "Throttles",
+    "dmq_dead_letter_moves": "DeadLetterMoves",
+}
+GAUGES = {
+    "dmq_messages_visible": "messages available for retrieval (ApproximateNumberOfMessages)",
+    "dmq_messages_in_flight": "messages received and not yet deleted or visible again "
+                              "(ApproximateNumberOfMessagesNotVisible)",
+    "dmq_messages_delayed": "messages waiting out a delay (ApproximateNumberOfMessagesDelayed)",
+    "dmq_oldest_message_age_seconds": "age of the oldest message in the queue "
+                                      "(ApproximateAgeOfOldestMessage; 0 when empty)",
+}
+
+
+def read_gauges(runtime: Runtime, now_ms: Callable[[], int]) -> list[QueueGauges]:
+    """Every queue's gauges, region by region; a region that is down or failing is left
+    out of this scrape (its queues reappear when it answers)."""
+    found: list[QueueGauges] = []
+    for region in runtime.settings.all_regions:
+        try:
+            found += queue_metrics.read(runtime.services_for(region), region, now_ms())
+        except Exception:  # a scrape shows what answers, never a 500
+            logger.warning("metrics of region %s left out of this scrape", region,
+                           exc_info=True)
+    return found
+
+
+class DmqCollector(Collector):
+    """The Prometheus families of one scrape."""
+
+    def __init__(self, gauges: Callable[[], list[QueueGauges]]) -> None:
+        self._gauges = gauges
+
+    def collect(self) -> Iterator[Metric]:
+        totals = observability.queue_totals()
+        for name, metric in COUNTERS.items():
+            family = CounterMetricFamily(name, observability.QUEUE_METRICS[metric],
+                                         labels=["account", "queue"])
+            for (counted, account, queue), value in sorted(totals.items()):
+                if counted == metric:
+                    family.add_metric([account, queue], value)
+            yield family
+        lag = GaugeMetricFamily("dmq_replication_lag_seconds",
+                                "largest replication lag of the last batch applied to a "
+                                "target region", labels=["target_region"])
+        for region, lag_ms in sorted(observability.replication_lags().items()):
+            lag.add_metric([region], lag_ms / 1000)
+        yield lag
+        queue_lag = GaugeMetricFamily("dmq_queue_replication_lag_seconds",
+                                      "largest replication lag of a queue's changes in the "
+                                      "last batch applied to a target region",
+                                      labels=["account", "queue", "target_region"])
+        for (account, queue, region), lag_ms in sorted(
+                observability.queue_replication_lags().items()):
+            queue_lag.add_metric([account, queue, region], lag_ms / 1000)
+        yield queue_lag
+        yield from _gauge_families(self._gauges())
+
+
+def _gauge_families(gauges: Iterable[QueueGauges]) -> Iterator[Metric]:
+    families = {name: GaugeMetricFamily(name, text, labels=["region", "account", "queue"])
+                for name, text in GAUGES.items()}
+    for g in gauges:
+        labels = [g.region, g.account, g.queue]
+        families["dmq_messages_visible"].add_metric(labels, g.visible)
+        families["dmq_messages_in_flight"].add_metric(labels, g.in_flight)
+        families["dmq_messages_delayed"].add_metric(labels, g.delayed)
+        families["dmq_oldest_message_age_seconds"].add_metric(labels, g.oldest_age_s)
+    yield from families.values()
+
+
+class MetricsEndpoint:
+    """Renders the exposition; gauges read at most once per `cache_s`."""
+
+    def __init__(self, runtime: Runtime, cache_s: float = CACHE_S,
+                 now_ms: Callable[[], int] | None = None) -> None:
+        self._runtime = runtime
+        self._now_ms = now_ms or SystemClock().now_ms
+        self._cache_s = cache_s
+        self._lock = threading.Lock()
+        self._cached: tuple[float, list[QueueGauges]] | None = None
+        self.reads = 0  # gauge reads of the store, for tests
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(DmqCollector(self._current_gauges))
+
+    def _current_gauges(self) -> list[QueueGauges]:
+        with self._lock:
+            now = time.monotonic()
+            if self._cached is None or now - self._cached[0] >= self._cache_s:
+                self._cached = (now, read_gauges(self._runtime, self._now_ms))
+                self.reads += 1
+            return self._cached[1]
+
+    def respond(self) -> Response:
+        """The text exposition format, version 0.0.4."""
+        return 200, {"Content-Type": CONTENT_TYPE_PLAIN_0_0_4}, generate_latest(self.registry)
+
+
+def routes(runtime: Runtime) -> dict[str, Callable[[], Response]]:
+    """The local server's GET route for the metrics."""
+    endpoint = MetricsEndpoint(runtime)
+    return {PATH: endpoint.respond}
