@@ -13,7 +13,7 @@ from chalice import Chalice
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal import chaos, counting, region_simulation
+from dmqlocal import chaos, counting, export_route, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
 from dmqlocal.pump import StreamPump
@@ -104,6 +104,7 @@ class LocalDmq:
             logger.warning("%s=%s: failing that fraction of DynamoDB calls on purpose",
                            chaos.ENV, self.chaos.fraction)
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
+        export_route.install(self._app, self.exporter.export_now if self.exporter else None)
         self.server = LocalServer(self._app, self.options.host, self.options.port,
                                   {**counting.routes(counter), **chaos.routes(self.chaos)},
                                   HttpLimits.of(settings))
