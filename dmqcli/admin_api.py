@@ -28,8 +28,9 @@ def signed_headers(credentials: Credentials | None, region: str, method: str, ur
     return dict(request.headers.items())
 
 
-def _error_line(status: int, text: str, route: str) -> str:
-    """The server's error as `code: message (HTTP status)`, whatever shape it came in."""
+def _error_line(status: int, text: str, route: str, error_type: str | None = None) -> str:
+    """The server's error as `code: message (HTTP status)`, whatever shape it came in
+    (API Gateway's own errors carry their code in the `x-amzn-ErrorType` header)."""
     try:
         body = json.loads(text)
     except ValueError:
@@ -38,7 +39,8 @@ def _error_line(status: int, text: str, route: str) -> str:
         if status == 404:
             return f"{route}: this endpoint has no such route (HTTP 404)"
         return f"HTTP {status}: {text.strip()[:300] or 'no body'}"
-    code = str(body.get("code") or body.get("Code") or body.get("__type") or "Error")
+    code = str(body.get("code") or body.get("Code") or body.get("__type")
+               or (error_type or "").partition(":")[0] or "Error")
     message = body.get("message") or body.get("Message") or json.dumps(body)[:300]
     return f"{code.rpartition('#')[2]}: {message} (HTTP {status})"
 
@@ -66,7 +68,8 @@ class AdminApi:
                 text = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")
-            raise CliError(_error_line(exc.code, detail, f"{method} {path}")) from None
+            raise CliError(_error_line(exc.code, detail, f"{method} {path}",
+                                       exc.headers.get("x-amzn-ErrorType"))) from None
         except (urllib.error.URLError, OSError) as exc:
             raise unreachable(self.endpoint, getattr(exc, "reason", exc)) from None
         try:
@@ -89,6 +92,14 @@ class AdminApi:
     def delete(self, path: str) -> Any:
         """DELETE a route."""
         return self.call("DELETE", path)
+
+
+def without_route(error: CliError, hint: str) -> CliError:
+    """The error with a hint added when the endpoint does not serve the route at all: the
+    local server answers 404, API Gateway 403 MissingAuthenticationToken."""
+    if "HTTP 404" in error.message or "MissingAuthenticationToken" in error.message:
+        return CliError(f"{error.message} ({hint})", error.status)
+    return error
 
 
 def quote(segment: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dmqcli.admin_api import without_route
 from dmqcli.context import Context
 from dmqcli.errors import CliError
 
@@ -17,10 +18,7 @@ def _export(ctx: Context, args: argparse.Namespace) -> None:
     try:
         data = ctx.admin.post("/admin/exports")
     except CliError as exc:
-        if "HTTP 404" in exc.message or "MissingAuthenticationToken" in exc.message:
-            raise CliError(f"{exc.message} (only the local server writes exports; {ON_AWS})"
-                           ) from None
-        raise
+        raise without_route(exc, f"only the local server writes exports; {ON_AWS}") from None
     ctx.output.table(data, ("export folder",), ((f,) for f in data["exports"]),
                      empty="(no tables exported)")
 

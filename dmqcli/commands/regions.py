@@ -7,7 +7,7 @@ import argparse
 import time
 from typing import Any
 
-from dmqcli.admin_api import quote
+from dmqcli.admin_api import quote, without_route
 from dmqcli.context import Context
 from dmqcli.errors import CliError
 from dmqcli.parsing import non_negative
@@ -35,9 +35,7 @@ def _simulate(ctx: Context, region: str, state: str) -> Any:
     try:
         return ctx.admin.post(f"/admin/regions/{quote(region)}/{state}")
     except CliError as exc:
-        if "HTTP 404" in exc.message or "MissingAuthenticationToken" in exc.message:
-            raise CliError(f"{exc.message} ({LOCAL_ONLY})") from None
-        raise
+        raise without_route(exc, LOCAL_ONLY) from None
 
 
 def _homes(data: dict[str, Any], region: str) -> set[str]:

@@ -219,6 +219,49 @@ def test_keys_follow_the_admin_key_routes(stub: Stub,
     assert err == "dmq: error: NoSuchEntity: no such key (HTTP 404)\n"
 
 
+def _serve_once(status: int, body: str, headers: dict[str, str]) -> ThreadingHTTPServer:
+    class Failing(BaseHTTPRequestHandler):
+        def _fail(self) -> None:
+            data = body.encode()
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _fail
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("argv", [["export"], ["regions", "restore", "us-east-1"]])
+def test_local_only_commands_say_so_against_api_gateway(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDADMIN")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    # What API Gateway answers for a route the stage does not have.
+    server = _serve_once(403, '{"message":"Missing Authentication Token"}',
+                         {"x-amzn-ErrorType": "MissingAuthenticationTokenException"})
+    try:
+        code = cli.main(["--endpoint", f"http://127.0.0.1:{server.server_address[1]}", *argv])
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.splitlines()) == 1
+    assert err.startswith("dmq: error: MissingAuthenticationTokenException: Missing "
+                          "Authentication Token (HTTP 403)")
+    assert ("ExportTableToPointInTime" in err) if argv == ["export"] else (
+        "a region fails by itself" in err)
+
+
 @pytest.mark.parametrize(("status", "body", "line"), [
     (400, '{"__type": "com.amazonaws.sqs#InvalidParameterValue", "message": "bad"}',
      "InvalidParameterValue: bad (HTTP 400)"),
@@ -229,20 +272,7 @@ def test_keys_follow_the_admin_key_routes(stub: Stub,
     (502, "Bad\ngateway", "HTTP 502: Bad gateway"),
 ])
 def test_admin_errors_are_one_line(status: int, body: str, line: str) -> None:
-    class Failing(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            data = body.encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = _serve_once(status, body, {})
     try:
         api = AdminApi(f"http://127.0.0.1:{server.server_address[1]}", "us-east-1", None)
         with pytest.raises(CliError) as exc:
@@ -250,7 +280,6 @@ def test_admin_errors_are_one_line(status: int, body: str, line: str) -> None:
     finally:
         server.shutdown()
         server.server_close()
-        thread.join(timeout=5)
     assert exc.value.message == line and exc.value.status == 1
 
 
