@@ -49,6 +49,22 @@ def _from_url(url: str) -> QueueRef:
     return QueueRef(url=url, account=parts[-2], name=parts[-1])
 
 
+def _owner_and_name(text: str) -> tuple[str | None, str]:
+    """The account (when given) and name of `arn:aws:sqs:...`, `<account>/<name>` or a name."""
+    owner: str | None = None
+    name = text
+    if text.startswith("arn:"):
+        fields = text.split(":")
+        if len(fields) != 6 or fields[2] != "sqs":
+            raise CliError(f"{text!r} is not an SQS queue ARN", USAGE)
+        owner, name = fields[4], fields[5]
+    elif "/" in text:
+        owner, _, name = text.partition("/")
+    if not name or owner == "":
+        raise CliError(f"{text!r} names no queue", USAGE)
+    return owner, name
+
+
 class Context:
     """The settings of one run of `dmq`, and the clients built from them on first use."""
 
@@ -84,21 +100,25 @@ class Context:
         """A queue from its URL, its ARN, `<account>/<name>` or its name (of the caller)."""
         if text.startswith(("http://", "https://")):
             return _from_url(text)
-        owner: str | None = None
-        name = text
-        if text.startswith("arn:"):
-            fields = text.split(":")
-            if len(fields) != 6 or fields[2] != "sqs":
-                raise CliError(f"{text!r} is not an SQS queue ARN", USAGE)
-            owner, name = fields[4], fields[5]
-        elif "/" in text:
-            owner, _, name = text.partition("/")
-        if not name:
-            raise CliError(f"{text!r} names no queue", USAGE)
+        owner, name = _owner_and_name(text)
         params = {"QueueName": name, **({"QueueOwnerAWSAccountId": owner} if owner else {})}
         return _from_url(self.sqs.get_queue_url(**params)["QueueUrl"])
 
-    def queue_arn(self, ref: QueueRef) -> str:
-        """The queue's ARN, as the service reports it."""
+    def admin_path(self, text: str) -> str:
+        """A queue's path in the admin API. Only a bare name needs SQS (GetQueueUrl, for the
+        caller's account): the admin routes reach any account's queue."""
+        if text.startswith(("http://", "https://")):
+            return _from_url(text).admin_path
+        owner, name = _owner_and_name(text)
+        if owner is None:
+            return self.queue(text).admin_path
+        return QueueRef(url="", account=owner, name=name).admin_path
+
+    def queue_arn(self, text: str) -> str:
+        """A queue's ARN: as given, else as the service reports it."""
+        if text.startswith("arn:"):
+            _owner_and_name(text)
+            return text
+        ref = self.queue(text)
         attributes = self.sqs.get_queue_attributes(QueueUrl=ref.url, AttributeNames=["QueueArn"])
         return str(attributes["Attributes"]["QueueArn"])

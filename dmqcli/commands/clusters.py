@@ -38,16 +38,16 @@ def _shards_table(ctx: Context, record: dict[str, Any]) -> None:
 
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:
-    _shards_table(ctx, ctx.admin.get(ctx.queue(args.queue).admin_path))
+    _shards_table(ctx, ctx.admin.get(ctx.admin_path(args.queue)))
 
 
 def _set(ctx: Context, args: argparse.Namespace) -> None:
-    path = f"{ctx.queue(args.queue).admin_path}/shards"
+    path = f"{ctx.admin_path(args.queue)}/shards"
     _shards_table(ctx, ctx.admin.put(path, {"count": args.count}))
 
 
 def _split(ctx: Context, args: argparse.Namespace) -> None:
-    path = f"{ctx.queue(args.queue).admin_path}/split"
+    path = f"{ctx.admin_path(args.queue)}/split"
     _shards_table(ctx, ctx.admin.post(path, {"cluster": args.cluster} if args.cluster else {}))
 
 

@@ -59,10 +59,10 @@ def _show(ctx: Context, task: dict[str, Any]) -> None:
 
 
 def _redrive(ctx: Context, args: argparse.Namespace) -> None:
-    source = ctx.queue_arn(ctx.queue(args.queue))
+    source = ctx.queue_arn(args.queue)
     params: dict[str, Any] = {"SourceArn": source}
     if args.destination:
-        params["DestinationArn"] = ctx.queue_arn(ctx.queue(args.destination))
+        params["DestinationArn"] = ctx.queue_arn(args.destination)
     if args.rate is not None:
         params["MaxNumberOfMessagesPerSecond"] = args.rate
     handle = ctx.sqs.start_message_move_task(**params)["TaskHandle"]
@@ -79,7 +79,7 @@ def _redrive(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def _tasks(ctx: Context, args: argparse.Namespace) -> None:
-    source = ctx.queue_arn(ctx.queue(args.queue))
+    source = ctx.queue_arn(args.queue)
     results = ctx.sqs.list_message_move_tasks(SourceArn=source, MaxResults=10)["Results"]
     ctx.output.table(
         {"Results": results}, ("status", "moved", "to move", "destination", "started ms"),

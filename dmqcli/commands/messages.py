@@ -21,14 +21,13 @@ def _preview(body: str) -> str:
 
 
 def _peek(ctx: Context, args: argparse.Namespace) -> None:
-    ref = ctx.queue(args.queue)
-    data = ctx.admin.get(f"{ref.admin_path}/messages", {"limit": str(args.limit)})
+    data = ctx.admin.get(f"{ctx.admin_path(args.queue)}/messages", {"limit": str(args.limit)})
     ctx.output.table(
         data, ("message id", "receives", "sent ms", "visible at ms", "body"),
         ((m["message_id"], m["receive_count"], m["sent_ms"], m["visible_at"],
           _preview(m["body"]) + ("…" if m["body_truncated"] else ""))
          for m in data["messages"]),
-        title=f"{ref.account}/{ref.name}", empty="(no messages)")
+        title=data["queue_id"], empty="(no messages)")
 
 
 def _attributes(items: list[tuple[str, str]] | None) -> dict[str, Any]:

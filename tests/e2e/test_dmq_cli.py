@@ -117,7 +117,7 @@ def test_messages_send_peek_receive(dmq: Dmq, unique_name: Any) -> None:
     assert first["MessageId"] and first["MD5OfMessageAttributes"]
     assert "MessageId" in dmq("messages", "send", name, "second body", "--delay", "0").out
 
-    peeked = dmq("messages", "peek", name, "--limit", "1")
+    peeked = dmq("messages", "peek", f"{ACCOUNT}/{name}", "--limit", "1")
     assert peeked.code == 0 and "first body" in peeked.out and "second" not in peeked.out
     data = dmq("--json", "messages", "peek", name).json()
     assert [m["body"] for m in data["messages"]] == ["first body", "second body"]
@@ -215,12 +215,22 @@ def test_the_audit_of_a_missing_folder_is_one_line(dmq: Dmq, tmp_path: Path) -> 
     _one_error_line(done, 2, "No DMQ data under")
 
 
-def test_keys_say_when_the_endpoint_has_no_key_routes(dmq: Dmq) -> None:
-    done = dmq("keys", "list")
-    if done.code == 0:  # a server with key management lists its keys
-        assert "keys" in dmq("--json", "keys", "list").json()
-    else:
-        _one_error_line(done, 1, "GET /admin/keys")
+def test_keys_create_rotate_and_revoke_or_say_the_routes_are_missing(dmq: Dmq) -> None:
+    listed = dmq("keys", "list")
+    if listed.code != 0:  # a server without key management says so, in one line
+        _one_error_line(listed, 1, "GET /admin/keys", "no such route")
+        return
+    created = dmq("--json", "keys", "create", "111122223333", "--user", "cli-e2e").json()
+    key_id = created["accessKeyId"]
+    assert created["secretAccessKey"] and created["account"] == "111122223333"
+    assert key_id in dmq("keys", "list", "--account", "111122223333").out
+    rotated = dmq("--json", "keys", "rotate", key_id).json()
+    assert rotated["accessKeyId"] != key_id and rotated["secretAccessKey"]
+    assert rotated["account"] == "111122223333"
+    assert dmq("keys", "revoke", key_id).code == 0
+    after = {k["accessKeyId"]: k for k in dmq("--json", "keys", "list").json()["keys"]}
+    assert key_id not in after or after[key_id]["status"] != created["status"]
+    assert after[rotated["accessKeyId"]]["status"] == created["status"]
 
 
 def test_usage_errors_are_one_line_with_status_2(dmq: Dmq) -> None:

@@ -96,7 +96,20 @@ def test_a_queue_is_named_by_url_arn_owner_and_name_or_name(
     assert fake.asked == ([asked] if asked else [])
 
 
-@pytest.mark.parametrize("text", ["arn:aws:sns:us-east-1:1:t", "https://h/", "acct/"])
+@pytest.mark.parametrize(("text", "lookups"), [
+    ("111122223333/orders", 0), ("arn:aws:sqs:eu-west-1:111122223333:orders", 0),
+    ("http://h:1/111122223333/orders", 0), ("orders", 1),
+])
+def test_admin_commands_look_up_only_a_bare_name(text: str, lookups: int) -> None:
+    ctx = Context("http://h:1", None, "us-east-1", False)
+    fake = FakeSqs()
+    ctx.__dict__["sqs"] = fake
+    owner = "000000000000" if lookups else "111122223333"
+    assert ctx.admin_path(text) == f"/admin/queues/{owner}/orders"
+    assert len(fake.asked) == lookups
+
+
+@pytest.mark.parametrize("text", ["arn:aws:sns:us-east-1:1:t", "https://h/", "acct/", "/q"])
 def test_what_names_no_queue_is_a_usage_error(text: str) -> None:
     ctx = Context("http://h:1", None, "us-east-1", False)
     ctx.__dict__["sqs"] = FakeSqs()
