@@ -7,13 +7,12 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
-
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
+from typing import TYPE_CHECKING, Any
 
 from dmqcli.errors import CliError, unreachable
+
+if TYPE_CHECKING:
+    from botocore.credentials import Credentials
 
 TIMEOUT_S = 60.0  # a table export scans every table
 
@@ -23,6 +22,9 @@ def signed_headers(credentials: Credentials | None, region: str, method: str, ur
     """The SigV4 headers for an admin request (none without credentials)."""
     if credentials is None:
         return {}
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
     request = AWSRequest(method=method, url=url, data=body)
     SigV4Auth(credentials.get_frozen_credentials(), "execute-api", region).add_auth(request)
     return dict(request.headers.items())

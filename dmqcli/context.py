@@ -7,20 +7,17 @@ import os
 import urllib.parse
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
-
-import boto3
-from botocore.config import Config
+from typing import TYPE_CHECKING, Any
 
 from dmqcli.admin_api import AdminApi, quote
 from dmqcli.errors import USAGE, CliError
 from dmqcli.output import Output
 
+if TYPE_CHECKING:
+    import boto3
+
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 DEFAULT_REGION = "us-east-1"
-# Long polls wait up to 20 s, so reads may take a little longer; one retry at most.
-SQS_CONFIG = Config(connect_timeout=5, read_timeout=30,
-                    retries={"mode": "standard", "total_max_attempts": 2})
 
 
 def default_endpoint() -> str:
@@ -78,6 +75,8 @@ class Context:
     @cached_property
     def session(self) -> boto3.session.Session:
         """The AWS session: the AWS CLI's credential chain, with `--profile`."""
+        import boto3  # loaded when a command runs: usage errors and --help stay quick
+
         return boto3.session.Session(profile_name=self.profile)
 
     @property
@@ -88,8 +87,13 @@ class Context:
     @cached_property
     def sqs(self) -> Any:
         """An SQS client for the endpoint."""
+        from botocore.config import Config
+
+        # Long polls wait up to 20 s, so reads may take a little longer; one retry at most.
+        config = Config(connect_timeout=5, read_timeout=30,
+                        retries={"mode": "standard", "total_max_attempts": 2})
         return self.session.client("sqs", endpoint_url=self.endpoint, region_name=self.region,
-                                   config=SQS_CONFIG)
+                                   config=config)
 
     @cached_property
     def admin(self) -> AdminApi:

@@ -3,18 +3,6 @@ connection, 2 for the command line or the local configuration."""
 
 from __future__ import annotations
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    NoRegionError,
-    ParamValidationError,
-    PartialCredentialsError,
-    ProfileNotFound,
-    ReadTimeoutError,
-)
-
 SERVICE = 1
 USAGE = 2
 
@@ -38,6 +26,18 @@ def unreachable(endpoint: str, reason: object) -> CliError:
 
 def from_botocore(exc: Exception, endpoint: str) -> CliError:
     """An SDK error as one line: the SQS error code and message, or what the SDK says."""
+    from botocore.exceptions import (  # loaded once something failed: usage errors are quick
+        BotoCoreError,
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        NoRegionError,
+        ParamValidationError,
+        PartialCredentialsError,
+        ProfileNotFound,
+        ReadTimeoutError,
+    )
+
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = error.get("Code") or "Error"

@@ -13,8 +13,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from dmqcli.commands import clusters, data, dlq, keys, messages, queues, regions, stats
 from dmqcli.context import DEFAULT_ENDPOINT, Context, default_endpoint
 from dmqcli.errors import SERVICE, CliError, from_botocore
@@ -61,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     """Run the parsed command; failures are raised as CliError."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     ctx = Context(args.endpoint, args.profile, args.region, args.json)
     func: Callable[[Context, argparse.Namespace], Any] = args.func
     try:
