@@ -32,6 +32,7 @@ def build_parser() -> Parser:
     parser.add_argument("--region", help="the region to sign for (default: the profile's or "
                         "AWS_DEFAULT_REGION, else us-east-1)")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument("--version", action="version", version=f"dmq {_version()}")
     sub = parser.add_subparsers(dest="group", required=True, metavar="COMMAND",
                                 parser_class=Parser)
     for group in GROUPS:
@@ -41,6 +42,16 @@ def build_parser() -> Parser:
             leaf.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                               help="print JSON for scripts")
     return parser
+
+
+def _version() -> str:
+    """The installed project's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dmq")
+    except PackageNotFoundError:
+        return "(not installed: run from the source tree)"
 
 
 def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

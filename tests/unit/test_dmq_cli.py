@@ -42,6 +42,13 @@ def test_the_endpoint_comes_from_dmq_endpoint(monkeypatch: pytest.MonkeyPatch) -
     assert cli.parse_args(["--endpoint", "http://h:1", "stats"]).endpoint == "http://h:1"
 
 
+def test_version_is_the_projects(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("dmq ")
+
+
 def test_json_is_taken_before_or_after_the_command() -> None:
     assert cli.parse_args(["--json", "queues", "list"]).json is True
     assert cli.parse_args(["queues", "list", "--json"]).json is True
