@@ -167,15 +167,10 @@ def test_reported_item_failures_stay_and_come_back_after_the_visibility_timeout(
     assert again[0]["attributes"]["ApproximateReceiveCount"] == "2"
 
 
-@pytest.mark.parametrize("answer", [
-    {"batchItemFailures": [{"itemIdentifier": "not-in-the-batch"}]},
-    {"batchItemFailures": [{"itemIdentifier": ""}]},
-    {"batchItemFailures": [{"itemIdentifier": None}]},
-    {"batchItemFailures": [{"itemId": "bad key name"}]},
-    "not an event response",
-])
 def test_an_unusable_partial_response_fails_the_whole_batch(
-        sqs: Any, dmq: Client, recorder: Recorder, answer: Any) -> None:
+        sqs: Any, dmq: Client, recorder: Recorder) -> None:
+    # Every other unusable answer is read by the same rule: tests/unit/test_push_domain.py.
+    answer = {"batchItemFailures": [{"itemIdentifier": "not-in-the-batch"}]}
     url = sqs.create_queue(QueueName="unusable")["QueueUrl"]
     for body in ("a", "b"):
         sqs.send_message(QueueUrl=url, MessageBody=body)
@@ -188,10 +183,9 @@ def test_an_unusable_partial_response_fails_the_whole_batch(
         assert delivery.stats.delivered == 0
 
 
-@pytest.mark.parametrize("answer", [None, {}, {"batchItemFailures": []},
-                                    {"batchItemFailures": None}])
 def test_an_empty_partial_response_is_a_complete_success(
-        sqs: Any, dmq: Client, recorder: Recorder, answer: Any) -> None:
+        sqs: Any, dmq: Client, recorder: Recorder) -> None:
+    answer: dict[str, Any] = {"batchItemFailures": []}
     url = sqs.create_queue(QueueName="empty-answer")["QueueUrl"]
     for body in ("a", "b"):
         sqs.send_message(QueueUrl=url, MessageBody=body)
@@ -312,9 +306,8 @@ def test_maximum_concurrency_caps_the_workers_of_every_process(
         sqs: Any, dmq: Client, aws: Any, settings: Settings, clock: FakeClock,
         recorder: Recorder) -> None:
     url = sqs.create_queue(QueueName="capped")["QueueUrl"]
-    for start in range(0, 30, 10):
-        sqs.send_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "MessageBody": f"m{i}"} for i in range(start, start + 10)])
+    sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)])
     inside = [0, 0]  # now, most
     lock = threading.Lock()
 
@@ -337,7 +330,7 @@ def test_maximum_concurrency_caps_the_workers_of_every_process(
                               PushOptions(workers=5)) for _ in range(2)]
     with Delivering(processes[0]), Delivering(processes[1]):
         wait_until(lambda: counts(dmq, "capped") == (0, 0))
-    assert sum(len(b) for b in recorder.bodies()) == 30
+    assert sum(len(b) for b in recorder.bodies()) == 10
     assert inside[1] == 2
 
 
@@ -345,7 +338,7 @@ class _Receiver(BaseHTTPRequestHandler):
     answers: list[tuple[int, bytes]] = []
     events: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - the http.server name
+    def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
         type(self).events.append(json.loads(self.rfile.read(length)))
         status, body = type(self).answers.pop(0) if type(self).answers else (200, b"")
