@@ -75,6 +75,10 @@ class PushDelivery:
         self._region = region
         self._options = options
         self._lock = threading.Lock()
+        # Subscriptions whose last batch was full: a backlog, which the extra workers help
+        # with. Otherwise only each subscription's first worker polls (Lambda, too, adds
+        # pollers while batches come back full).
+        self._busy: set[str] = set()
         self.stats = PushStats()
 
     # -- the supervisor ------------------------------------------------------------------
@@ -154,18 +158,28 @@ class PushDelivery:
             _pause(should_stop, self._options.refresh_s)
             return slot
         timeout_s = min(max(queue.attribute_int("VisibilityTimeout"), 1), MAX_INVOCATION_S)
+        if index > 0 and not self._is_busy(sub.sub_id):
+            if slot is not None:
+                self._repo.release_slot(sub.sub_id, slot, owner)
+            _pause(should_stop, self._options.poll_wait_s)
+            return None
         if sub.max_concurrency is not None:
             hold_s = sub.window_s + timeout_s + self._options.poll_wait_s + SLOT_MARGIN_S
             slot = self._hold(sub, index, owner, slot, hold_s)
             if slot is None:
                 _pause(should_stop, self._options.poll_wait_s)
                 return None
-        batch = self._gather(sub, queue, index, should_stop)
+        batch = self._gather(sub, queue, should_stop)
+        full = len(batch) >= min(sub.batch_size, RECEIVE_MOST)
+        with self._lock:
+            (self._busy.add if full else self._busy.discard)(sub.sub_id)
         if batch:
             self._deliver(sub, queue, batch, timeout_s)
-        elif index > 0:  # extra workers short-poll: they rest while the queue is empty
-            _pause(should_stop, self._options.poll_wait_s)
         return slot
+
+    def _is_busy(self, sub_id: str) -> bool:
+        with self._lock:
+            return sub_id in self._busy
 
     def _hold(self, sub: Subscription, index: int, owner: str, slot: int | None,
               hold_s: int) -> int | None:
@@ -182,7 +196,7 @@ class PushDelivery:
                 return choice
         return None
 
-    def _gather(self, sub: Subscription, queue: QueueRecord, index: int,
+    def _gather(self, sub: Subscription, queue: QueueRecord,
                 should_stop: Callable[[], bool]) -> list[Received]:
         """Receive until the batch is full, the window has passed or the payload limit is
         reached. With no window, one receive that returns anything is the batch."""
@@ -190,8 +204,8 @@ class PushDelivery:
         size = 0
         window_end: float | None = None
         while len(got) < sub.batch_size:
-            if window_end is None:
-                wait = 0 if index > 0 else self._options.poll_wait_s
+            if window_end is None:  # every worker long-polls, as Lambda's pollers do
+                wait = self._options.poll_wait_s
             else:
                 remaining = window_end - time.monotonic()
                 if remaining <= 0 or should_stop():
