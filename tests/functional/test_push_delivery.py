@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -401,3 +402,21 @@ def test_subscriptions_outlive_the_process_that_created_them(
     with Delivering(runtime.push()):
         recorder.wait_for(1)
     assert recorder.bodies() == [["after restart"]]
+
+
+def test_the_schedule_handler_delivers_for_its_run_time_on_aws(
+        sqs: Any, dmq: Client, recorder: Recorder, settings: Settings,
+        clock: FakeClock) -> None:
+    url = sqs.create_queue(QueueName="scheduled")["QueueUrl"]
+    subscribe(dmq, "scheduled", FunctionName=recorder.name)  # type: ignore[attr-defined]
+    sqs.send_message(QueueUrl=url, MessageBody="by schedule")
+    event = dmq.events.generate_cw_event(
+        source="aws.events", detail_type="Scheduled Event", detail={}, resources=[])
+    dmq.lambda_.invoke("deliver_push", event)  # DMQ_PUSH_RUN_S=0: the local loop delivers
+    assert recorder.events == []
+    runtime.configure(replace(settings, push_run_s=1.5), clock)
+    started = time.monotonic()
+    dmq.lambda_.invoke("deliver_push", event)
+    assert 1.5 <= time.monotonic() - started < WAIT_S
+    assert recorder.bodies() == [["by schedule"]]
+    assert counts(dmq, "scheduled") == (0, 0)
