@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -80,6 +81,10 @@ def _endpoint(arrivals: _Arrivals) -> ThreadingHTTPServer:
 
 def measure(messages: int, rate: float) -> PushResult:
     """One run: a server, a subscribed endpoint, `messages` sends at `rate` per second."""
+    # The admin route is signed (SigV4 for execute-api) with the environment's credentials;
+    # in DMQ's open local mode any key of its own account is an admin.
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "dmq-bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "dmq-bench")
     data = Path(tempfile.mkdtemp(prefix="dmq-bench-push-"))
     arrivals = _Arrivals()
     endpoint = _endpoint(arrivals)
