@@ -420,3 +420,23 @@ def test_the_schedule_handler_delivers_for_its_run_time_on_aws(
     assert 1.5 <= time.monotonic() - started < WAIT_S
     assert recorder.bodies() == [["by schedule"]]
     assert counts(dmq, "scheduled") == (0, 0)
+
+
+def test_the_slots_of_a_crashed_worker_free_themselves_when_their_time_passes(
+        sqs: Any, dmq: Client, aws: Any, settings: Settings, clock: FakeClock,
+        recorder: Recorder) -> None:
+    url = sqs.create_queue(QueueName="orphaned")["QueueUrl"]
+    sub = subscribe(dmq, "orphaned", FunctionName=recorder.name,  # type: ignore[attr-defined]
+                    ScalingConfig={"MaximumConcurrency": 2})
+    repo = SubscriptionRepository(aws.dynamodb, settings.control_table)
+    now = clock.now_ms()
+    for slot in (0, 1):  # held by a process that died without giving them back
+        assert repo.hold_slot(sub["UUID"], slot, "crashed", now, now + 30_000)
+    assert not repo.hold_slot(sub["UUID"], 0, "another", now, now + 30_000)
+    sqs.send_message(QueueUrl=url, MessageBody="waits for a slot")
+    with Delivering(runtime.push()):
+        time.sleep(1.5)
+        assert recorder.events == []
+        clock.advance(31)
+        recorder.wait_for(1)
+    assert recorder.bodies() == [["waits for a slot"]]
