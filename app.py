@@ -9,7 +9,7 @@ from chalice.app import CloudWatchEvent, DynamoDBEvent
 
 from chalicelib import observability
 from chalicelib.backend import maintenance
-from chalicelib.frontend import admin, json_protocol, query_protocol
+from chalicelib.frontend import admin, admin_push, json_protocol, query_protocol
 from chalicelib.frontend import admin_regions as admin_regions_api
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.runtime import Runtime
@@ -286,3 +286,41 @@ def advance_move_tasks(event: CloudWatchEvent) -> None:
     """Run the message move tasks (dead-letter redrive) a bounded step at a time."""
     for region in _live_local_regions():
         runtime.services_for(region).move_tasks.advance(runtime.settings.move_task_run_s)
+
+
+# push delivery (docs/push.md): subscriptions through the admin API, delivery by a schedule
+# handler on AWS (locally by the local server's delivery loop).
+def _push_admin(call: Any, *args: Any) -> Response:
+    def with_subscriptions(services: Any, *rest: Any) -> Any:
+        return call(runtime.subscriptions(services.region), services, *rest)
+
+    return _admin(with_subscriptions, *args)
+
+
+@app.route("/admin/queues/{account}/{name}/subscriptions", methods=["GET"], authorizer=admins)
+def admin_subscriptions(account: str, name: str) -> Response:
+    """Admin: a queue's push subscriptions."""
+    return _push_admin(admin_push.list_subscriptions, account, name)
+
+
+@app.route("/admin/queues/{account}/{name}/subscriptions", methods=["POST"], authorizer=admins,
+           content_types=["application/json"])
+def admin_subscribe(account: str, name: str) -> Response:
+    """Admin: subscribe an HTTP(S) endpoint or a function of the deployment to a queue."""
+    return _push_admin(admin_push.create_subscription, account, name, _body())
+
+
+@app.route("/admin/queues/{account}/{name}/subscriptions/{sub_id}", methods=["DELETE"],
+           authorizer=admins)
+def admin_unsubscribe(account: str, name: str, sub_id: str) -> Response:
+    """Admin: delete a push subscription."""
+    return _push_admin(admin_push.delete_subscription, account, name, sub_id)
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
+def deliver_push(event: CloudWatchEvent) -> None:
+    """Deliver subscribed queues' messages for DMQ_PUSH_RUN_S (0: the local loop does)."""
+    regions = _live_local_regions() if runtime.settings.push_run_s > 0 else []
+    for region in regions:  # one region per deployment region: they share the run
+        runtime.push(region).run(runtime.settings.push_run_s / len(regions))

@@ -19,6 +19,7 @@ from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.repository import QueueRepository
+from chalicelib.metadata.subscriptions import SubscriptionRepository
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.secrets import receipt_key
@@ -27,9 +28,11 @@ from chalicelib.service.failover import FailoverManager
 from chalicelib.service.fairness import Fairness
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
+from chalicelib.service.push import PushDelivery, PushOptions
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
+from chalicelib.service.subscriptions import SubscriptionService
 from chalicelib.service.usage import UsageMeter
 from chalicelib.settings import Settings, get_settings
 
@@ -49,6 +52,7 @@ class Runtime:
         self._sink: Sink | None = None
         self._epochs: dict[str, str] = {}
         self._key: str | None = None
+        self._push: dict[str, tuple[SubscriptionService, PushDelivery]] = {}
 
     @property
     def settings(self) -> Settings:
@@ -178,6 +182,26 @@ class Runtime:
         services = Services(settings, region, queues, messages, clusters, move_tasks)
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
 
+    def subscriptions(self, region: str = "") -> SubscriptionService:
+        """The push subscriptions of a region (the admin API's side)."""
+        return self._push_of(region)[0]
+
+    def push(self, region: str = "") -> PushDelivery:
+        """The push delivery of a region (the back end's side), kept per container."""
+        return self._push_of(region)[1]
+
+    def _push_of(self, region: str) -> tuple[SubscriptionService, PushDelivery]:
+        region = self.region_of(region)
+        services, backend = self._get(region)
+        with self._lock:
+            if region not in self._push:
+                repo = SubscriptionRepository(backend.clients.dynamodb,
+                                              self.settings.control_table)
+                delivery = PushDelivery(repo, services.queues, services.messages, self._clock,
+                                        region, PushOptions(workers=self.settings.push_workers))
+                self._push[region] = (SubscriptionService(repo, self._clock), delivery)
+            return self._push[region]
+
     def forget_store(self, region: str) -> None:
         """Forget what was built over a region's store, which came back empty: its queue
         and control caches and its epoch (the next use reads the new one)."""
@@ -185,6 +209,7 @@ class Runtime:
         with self._lock:
             self._built.pop(region, None)
             self._epochs.pop(region, None)
+            self._push.pop(region, None)
 
     def configure(self, settings: Settings | None = None, clock: Clock | None = None) -> None:
         """Replace the settings or clock and forget what was built (local runs and tests)."""
@@ -199,3 +224,4 @@ class Runtime:
             self._meter = None
             self._sink = None
             self._epochs = {}
+            self._push = {}

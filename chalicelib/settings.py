@@ -79,6 +79,11 @@ class Settings:
     # Fair queues: a standard queue's noisy tenants wait behind the others (DMQ_FAIR_QUEUES,
     # "on" or "off"; docs/fair-queues.md).
     fair_queues: bool = True
+    # Push delivery (docs/push.md): how long one run of the push schedule handler delivers
+    # (0: it does not; locally a background loop delivers all the time), and how many
+    # delivery workers a process runs per subscription (MaximumConcurrency caps them).
+    push_run_s: float = 0.0
+    push_workers: int = 4
 
     @property
     def store_budget_s(self) -> float:
@@ -163,6 +168,8 @@ class Settings:
                 env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
             move_task_run_s=float(
                 env.get("DMQ_MOVE_TASK_RUN_S", 20.0 if on_lambda else base.move_task_run_s)),
+            push_run_s=float(env.get("DMQ_PUSH_RUN_S", 20.0 if on_lambda else base.push_run_s)),
+            push_workers=max(1, int(env.get("DMQ_PUSH_WORKERS", base.push_workers))),
         )
 
 
