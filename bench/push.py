@@ -24,10 +24,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import boto3
+
 from bench.servers import start_dmq
 from bench.sqs import sqs_client
 from bench.timing import Latency
-from dmqlocal.admin import fetch
+from dmqcli.admin_api import AdminApi
 
 DELIVERY_TIMEOUT_S = 60.0
 
@@ -95,8 +97,9 @@ def measure(messages: int, rate: float) -> PushResult:
         dmq.wait_answering()
         sqs = sqs_client(dmq.url)
         url = sqs.create_queue(QueueName="bench-push")["QueueUrl"]
-        fetch(dmq.url, "/admin/queues/000000000000/bench-push/subscriptions", method="POST",
-              body={"Endpoint": f"http://127.0.0.1:{endpoint.server_address[1]}/",
+        admin = AdminApi(dmq.url, "us-east-1", boto3.session.Session().get_credentials())
+        admin.post("/admin/queues/000000000000/bench-push/subscriptions",
+                   {"Endpoint": f"http://127.0.0.1:{endpoint.server_address[1]}/",
                     "BatchSize": 10})
         sqs.send_message(QueueUrl=url, MessageBody="warm-up")
         _wait(arrivals, {"warm-up"})

@@ -16,9 +16,10 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dmqlocal.admin import fetch
+from dmqcli.admin_api import AdminApi
 from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, DmqProcess, launch
 
 CONFIG = Config(connect_timeout=2, read_timeout=10, retries={"total_max_attempts": 1})
@@ -85,6 +86,12 @@ def _send(sqs: Any, url: str, start: int) -> list[str]:
     return [entry["MessageId"] for entry in sent.get("Successful", [])]
 
 
+def _admin(dmq: DmqProcess) -> AdminApi:
+    """The admin API, signed with a key of the server's own account (an admin in the open
+    local mode)."""
+    return AdminApi(dmq.url, "us-east-1", Credentials("any-key", "any-secret"))
+
+
 def _stop(dmq: DmqProcess) -> None:
     code = dmq.stop(STOP_TIMEOUT_S)
     assert code == 0, dmq.output
@@ -100,10 +107,9 @@ def test_an_endpoint_gets_every_message_across_a_restart(
         sqs = _sqs(dmq)
         url = sqs.create_queue(QueueName="pushed", Attributes={"VisibilityTimeout": "2"})[
             "QueueUrl"]
-        created = fetch(dmq.url, f"/admin/queues/{ACCOUNT}/pushed/subscriptions",
-                        method="POST", body={"Endpoint": endpoint, "BatchSize": 10,
-                                             "FunctionResponseTypes":
-                                             ["ReportBatchItemFailures"]})
+        created = _admin(dmq).post(f"/admin/queues/{ACCOUNT}/pushed/subscriptions", {
+            "Endpoint": endpoint, "BatchSize": 10,
+            "FunctionResponseTypes": ["ReportBatchItemFailures"]})
         acknowledged: list[str] = []
         for start in range(0, MESSAGES // 2, PER_SEND):
             acknowledged += _send(sqs, url, start)
@@ -112,7 +118,7 @@ def test_an_endpoint_gets_every_message_across_a_restart(
         dmq = _start(tmp_path)
         servers.append(dmq)
         sqs = _sqs(dmq)
-        listed = fetch(dmq.url, f"/admin/queues/{ACCOUNT}/pushed/subscriptions")
+        listed = _admin(dmq).get(f"/admin/queues/{ACCOUNT}/pushed/subscriptions")
         assert [s["UUID"] for s in listed["subscriptions"]] == [created["UUID"]]
         for start in range(MESSAGES // 2, MESSAGES, PER_SEND):
             try:
@@ -142,8 +148,8 @@ def test_an_endpoint_gets_every_message_across_a_restart(
         while not drained():
             assert time.monotonic() < deadline, "the queue never drained"
             time.sleep(0.2)
-        gone = fetch(dmq.url, f"/admin/queues/{ACCOUNT}/pushed/subscriptions/"
-                              f"{created['UUID']}", method="DELETE")
+        gone = _admin(dmq).delete(f"/admin/queues/{ACCOUNT}/pushed/subscriptions/"
+                                  f"{created['UUID']}")
         assert gone["UUID"] == created["UUID"]
     finally:
         for server in servers:
