@@ -13,19 +13,29 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from dmqcli.commands import clusters, data, dlq, keys, messages, queues, regions, stats
+from dmqcli.commands import (
+    clusters,
+    data,
+    dlq,
+    keys,
+    messages,
+    queues,
+    regions,
+    stats,
+    subscriptions,
+)
 from dmqcli.context import DEFAULT_ENDPOINT, Context, default_endpoint
 from dmqcli.errors import SERVICE, CliError, from_botocore
 from dmqcli.parsing import Parser
 
-GROUPS = (queues, messages, stats, dlq, keys, regions, clusters, data)
+GROUPS = (queues, messages, stats, dlq, subscriptions, keys, regions, clusters, data)
 INTERRUPTED = 130
 
 
 def build_parser() -> Parser:
     """Every option and subcommand."""
     parser = Parser(prog="dmq", description="Operate DMQ: queues, messages, DLQ redrives, "
-                    "keys, regions, clusters, exports and audits.")
+                    "push subscriptions, keys, regions, clusters, exports and audits.")
     parser.add_argument("--endpoint", default=default_endpoint(),
                         help=f"DMQ's URL (default $DMQ_ENDPOINT, else {DEFAULT_ENDPOINT})")
     parser.add_argument("--profile", help="the AWS profile whose credentials sign requests")

@@ -175,6 +175,78 @@ def test_dlq_redrive_shows_progress_and_moves_everything(dmq: Dmq, unique_name: 
                     "Value for parameter TaskHandle is invalid.")
 
 
+HOOK = "http://127.0.0.1:9/hook"  # never called: the queues stay empty
+
+
+def test_subscriptions_create_list_delete(dmq: Dmq, unique_name: Any) -> None:
+    name = unique_name("push")
+    dmq("queues", "create", name)
+    assert dmq("subscriptions", "list", name).out.strip() == "(no subscriptions)"
+
+    created = dmq("--json", "subscriptions", "create", name, "--endpoint-url", HOOK,
+                  "--batch-size", "50", "--window", "2", "--report-batch-item-failures",
+                  "--max-concurrency", "3").json()
+    assert created["Endpoint"] == HOOK
+    assert created["EventSourceArn"] == f"arn:aws:sqs:us-east-1:{ACCOUNT}:{name}"
+    assert (created["BatchSize"], created["MaximumBatchingWindowInSeconds"]) == (50, 2)
+    assert created["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert created["ScalingConfig"] == {"MaximumConcurrency": 3}
+    assert created["State"] == "Enabled"
+    # Options left out take the service's defaults (Lambda's: 10 messages, no window).
+    table = dmq("subscriptions", "create", f"{ACCOUNT}/{name}", "--endpoint-url",
+                HOOK + "2", "--disabled")
+    assert table.code == 0 and "subscription created" in table.out and "Disabled" in table.out
+    listed = dmq("--json", "subscriptions", "list", name).json()
+    assert listed["queue_id"] == f"{ACCOUNT}/{name}"
+    second = next(s for s in listed["subscriptions"] if s["UUID"] != created["UUID"])
+    assert (second["Endpoint"], second["BatchSize"], second["MaximumBatchingWindowInSeconds"],
+            second["FunctionResponseTypes"], second["State"]) == (HOOK + "2", 10, 0, [],
+                                                                   "Disabled")
+    assert "ScalingConfig" not in second
+    assert len(listed["subscriptions"]) == 2
+
+    shown = dmq("subscriptions", "list", name)
+    assert "┃ uuid" in shown.out and "max concurrency" in shown.out
+    row = next(line for line in shown.out.splitlines() if created["UUID"] in line)
+    assert [c.strip() for c in row.strip("│ ").split("│")][1:7] == [
+        HOOK, "50", "2", "True", "3", "Enabled"]
+
+    gone = dmq("--json", "subscriptions", "delete", name, created["UUID"]).json()
+    assert gone["UUID"] == created["UUID"]
+    deleted = dmq("subscriptions", "delete", name, second["UUID"])
+    assert deleted.code == 0 and "subscription deleted" in deleted.out
+    assert dmq("subscriptions", "list", name).out.strip() == "(no subscriptions)"
+    _one_error_line(dmq("subscriptions", "delete", name, created["UUID"]), 1,
+                    "ResourceNotFoundException", "HTTP 404")
+
+
+def test_subscription_errors_are_the_services_line(dmq: Dmq, unique_name: Any) -> None:
+    name = unique_name("pushbad")
+    dmq("queues", "create", name)
+    _one_error_line(dmq("subscriptions", "create", name, "--endpoint-url", HOOK,
+                        "--batch-size", "0"), 1,
+                    "InvalidParameterValue: 1 validation error detected: Value '0' at "
+                    "'batchSize' failed to satisfy constraint: Member must have value greater "
+                    "than or equal to 1", "HTTP 400")
+    _one_error_line(dmq("subscriptions", "create", name, "--endpoint-url", HOOK,
+                        "--batch-size", "11"), 1, "InvalidParameterValue",
+                    "Maximum batch window in seconds must be greater than 0 if maximum batch "
+                    "size is greater than 10")
+    _one_error_line(dmq("subscriptions", "create", name, "--function", "no-such-fn"), 1,
+                    "ResourceNotFoundException: Function not found: no-such-fn", "HTTP 404")
+    assert dmq("--json", "subscriptions", "list", name).json()["subscriptions"] == []
+    # An unknown queue: by name SQS's GetQueueUrl says so, by <account>/<name> the admin API.
+    missing = unique_name("nowhere")
+    _one_error_line(dmq("subscriptions", "list", missing), 1,
+                    "AWS.SimpleQueueService.NonExistentQueue")
+    _one_error_line(dmq("subscriptions", "create", f"{ACCOUNT}/{missing}", "--endpoint-url",
+                        HOOK), 1, "QueueDoesNotExist", "HTTP 404")
+    for argv in (["create", name], ["create", name, "--endpoint-url", HOOK, "--function", "f"],
+                 ["create", name, "--endpoint-url", HOOK, "--batch-size", "ten"],
+                 ["delete", name], ["list"]):
+        _one_error_line(dmq("subscriptions", *argv), 2, "dmq subscriptions", "error:")
+
+
 def test_regions_clusters_and_shards(dmq: Dmq, unique_name: Any) -> None:
     regions = dmq("--json", "regions", "status").json()
     assert [r["region"] for r in regions["regions"]] == ["us-east-1"]

@@ -19,7 +19,7 @@ from chalicelib.frontend.admin import MAX_PEEK
 from chalicelib.service.shards import MAX_SHARDS
 from dmqcli import main as cli
 from dmqcli.admin_api import AdminApi
-from dmqcli.commands import clusters, messages
+from dmqcli.commands import clusters, messages, subscriptions
 from dmqcli.context import Context
 from dmqcli.errors import CliError
 from dmqlocal import admin, audit
@@ -59,6 +59,9 @@ def test_json_is_taken_before_or_after_the_command() -> None:
     [], ["keys"], ["keys", "create"], ["messages", "peek", "q", "--limit", "101"],
     ["shards", "set", "q", "0"], ["dlq", "redrive", "q", "--rate", "501"],
     ["messages", "send", "q", "b", "--delay", "901"], ["regions", "failover"],
+    ["subscriptions", "create", "q"], ["subscriptions", "delete", "q"],
+    ["subscriptions", "create", "q", "--endpoint-url", "http://h/", "--function", "f"],
+    ["subscriptions", "create", "q", "--function", "f", "--window", "1.5"],
 ])
 def test_bad_command_lines_are_one_line_and_status_2(
     argv: list[str], capsys: pytest.CaptureFixture[str],
@@ -68,6 +71,21 @@ def test_bad_command_lines_are_one_line_and_status_2(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "error:" in err
+
+
+@pytest.mark.parametrize(("argv", "body"), [
+    (["--function", "worker"], {"FunctionName": "worker"}),
+    (["--endpoint-url", "http://h/e", "--batch-size", "0", "--window", "301",
+      "--report-batch-item-failures", "--max-concurrency", "1", "--disabled"],
+     {"Endpoint": "http://h/e", "BatchSize": 0, "MaximumBatchingWindowInSeconds": 301,
+      "FunctionResponseTypes": ["ReportBatchItemFailures"],
+      "ScalingConfig": {"MaximumConcurrency": 1}, "Enabled": False}),
+])
+def test_a_subscription_sends_only_the_options_given_for_the_service_to_check(
+    argv: list[str], body: dict[str, Any],
+) -> None:
+    args = cli.parse_args(["subscriptions", "create", "q", *argv])
+    assert subscriptions.create_body(args) == body
 
 
 class FakeSqs:
