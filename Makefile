@@ -15,9 +15,10 @@ ARGS ?=
 
 .PHONY: admin run test query-client dynamodb-local test-spark35 lint typecheck bench soak fuzz failover-demo audit audit-bench chaos venv clean
 
-$(STAMP): requirements.txt requirements-test.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-test.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -77,9 +78,9 @@ fuzz: $(STAMP) $(DDBLOCAL)
 soak: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.soak $(SOAK_ARGS)
 
-# The admin CLI against the DMQ that `make run PORT=...` started: make admin ARGS=queues
+# `dmq` against the DMQ that `make run PORT=...` started: make admin ARGS="queues list"
 admin: $(STAMP)
-	$(PY) -m dmqlocal.admin --endpoint http://$(HOST):$(PORT) $(ARGS)
+	$(VENV)/bin/dmq --endpoint http://$(HOST):$(PORT) $(ARGS)
 
 # 10,000 messages, 8 producers and 8 consumers against DMQ with 5% of its DynamoDB calls
 # failed (throttles, timeouts after the write, failed conditions), then the Spark lifecycle
@@ -89,7 +90,7 @@ chaos: $(STAMP) $(DDBLOCAL)
 
 # The Spark audits over what `make run` archived under .dmq/ (or DMQ_DATA_DIR).
 audit: $(STAMP)
-	SPARK_LOCAL_IP=127.0.0.1 $(PY) -m dmqlocal.admin audit $(AUDIT_ARGS)
+	SPARK_LOCAL_IP=127.0.0.1 $(VENV)/bin/dmq audit $(AUDIT_ARGS)
 
 # The lifecycle audit's throughput on local[2], for 1M and 5M synthetic events.
 audit-bench: $(STAMP)

@@ -10,7 +10,14 @@ from chalice.app import CloudWatchEvent, DynamoDBEvent, Request
 
 from chalicelib import observability
 from chalicelib.backend import maintenance
-from chalicelib.frontend import admin, admin_auth, authn, json_protocol, query_protocol
+from chalicelib.frontend import (
+    admin,
+    admin_auth,
+    admin_push,
+    authn,
+    json_protocol,
+    query_protocol,
+)
 from chalicelib.frontend import admin_regions as admin_regions_api
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.sigv4 import SignedRequest
@@ -388,3 +395,41 @@ def emit_queue_gauges(event: CloudWatchEvent) -> None:
             if g.dead_letter_queue:
                 gauges["DeadLetterQueueDepth"] = g.visible + g.in_flight + g.delayed
             observability.queue_gauges(g.account, g.queue, gauges, g.oldest_age_s)
+
+
+# push delivery (docs/push.md): subscriptions through the admin API, delivery by a schedule
+# handler on AWS (locally by the local server's delivery loop).
+def _push_admin(call: Any, *args: Any) -> Response:
+    def with_subscriptions(services: Any, *rest: Any) -> Any:
+        return call(runtime.subscriptions(services.region), services, *rest)
+
+    return _admin(with_subscriptions, *args)
+
+
+@app.route("/admin/queues/{account}/{name}/subscriptions", methods=["GET"], authorizer=admins)
+def admin_subscriptions(account: str, name: str) -> Response:
+    """Admin: a queue's push subscriptions."""
+    return _push_admin(admin_push.list_subscriptions, account, name)
+
+
+@app.route("/admin/queues/{account}/{name}/subscriptions", methods=["POST"], authorizer=admins,
+           content_types=["application/json"])
+def admin_subscribe(account: str, name: str) -> Response:
+    """Admin: subscribe an HTTP(S) endpoint or a function of the deployment to a queue."""
+    return _push_admin(admin_push.create_subscription, account, name, _body())
+
+
+@app.route("/admin/queues/{account}/{name}/subscriptions/{sub_id}", methods=["DELETE"],
+           authorizer=admins)
+def admin_unsubscribe(account: str, name: str, sub_id: str) -> Response:
+    """Admin: delete a push subscription."""
+    return _push_admin(admin_push.delete_subscription, account, name, sub_id)
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
+def deliver_push(event: CloudWatchEvent) -> None:
+    """Deliver subscribed queues' messages for DMQ_PUSH_RUN_S (0: the local loop does)."""
+    regions = _live_local_regions() if runtime.settings.push_run_s > 0 else []
+    for region in regions:  # one region per deployment region: they share the run
+        runtime.push(region).run(runtime.settings.push_run_s / len(regions))

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import auth, fair, fifo, throttle
+from bench import auth, fair, fifo, push, throttle
 from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
@@ -204,8 +204,8 @@ def bench(argv: Sequence[str] | None = None) -> Figures:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command-line entry point: the benchmark, then the benchmarks of single features,
     each with servers of its own: fair queues (`bench/fair.py`), FIFO (`bench/fifo.py`),
-    the cost of authentication (`bench/auth.py`) and throttling across processes
-    (`bench/throttle.py`)."""
+    the cost of authentication (`bench/auth.py`), throttling across processes
+    (`bench/throttle.py`) and push delivery latency (`bench/push.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -216,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     auth.main(["--quick"] if quick else [])
     # Throttling: 4 servers over one store against the configured rate.
     throttle.main(["--quick"] if quick else [])
+    # Push delivery: send -> subscriber latency (a server of its own).
+    push.main(["--quick"] if quick else [])
     return 0
 
 

@@ -24,6 +24,7 @@ from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.metadata.secret_cipher import KmsCipher, LocalCipher, SecretCipher
+from chalicelib.metadata.subscriptions import SubscriptionRepository
 from chalicelib.metadata.throttle_buckets import BucketStore
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
@@ -34,9 +35,11 @@ from chalicelib.service.fairness import Fairness
 from chalicelib.service.identity import Identities
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
+from chalicelib.service.push import PushDelivery, PushOptions
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
+from chalicelib.service.subscriptions import SubscriptionService
 from chalicelib.service.throttling import Throttle
 from chalicelib.service.usage import UsageMeter
 from chalicelib.settings import Settings, get_settings
@@ -58,6 +61,7 @@ class Runtime:
         self._epochs: dict[str, str] = {}
         self._key: str | None = None
         self._identities: Identities | None = None
+        self._push: dict[str, tuple[SubscriptionService, PushDelivery]] = {}
 
     @property
     def settings(self) -> Settings:
@@ -217,6 +221,26 @@ class Runtime:
             (root[0], root[1]) if root[0] and root[1] else None,
             settings.metadata_cache_seconds)
 
+    def subscriptions(self, region: str = "") -> SubscriptionService:
+        """The push subscriptions of a region (the admin API's side)."""
+        return self._push_of(region)[0]
+
+    def push(self, region: str = "") -> PushDelivery:
+        """The push delivery of a region (the back end's side), kept per container."""
+        return self._push_of(region)[1]
+
+    def _push_of(self, region: str) -> tuple[SubscriptionService, PushDelivery]:
+        region = self.region_of(region)
+        services, backend = self._get(region)
+        with self._lock:
+            if region not in self._push:
+                repo = SubscriptionRepository(backend.clients.dynamodb,
+                                              self.settings.control_table)
+                delivery = PushDelivery(repo, services.queues, services.messages, self._clock,
+                                        region, PushOptions(workers=self.settings.push_workers))
+                self._push[region] = (SubscriptionService(repo, self._clock), delivery)
+            return self._push[region]
+
     def forget_store(self, region: str) -> None:
         """Forget what was built over a region's store, which came back empty: its queue
         and control caches and its epoch (the next use reads the new one)."""
@@ -224,6 +248,7 @@ class Runtime:
         with self._lock:
             self._built.pop(region, None)
             self._epochs.pop(region, None)
+            self._push.pop(region, None)
 
     def configure(self, settings: Settings | None = None, clock: Clock | None = None) -> None:
         """Replace the settings or clock and forget what was built (local runs and tests)."""
@@ -239,3 +264,4 @@ class Runtime:
             self._meter = None
             self._sink = None
             self._epochs = {}
+            self._push = {}

@@ -101,6 +101,11 @@ class Settings:
     throttle_account_burst: int = 0
     throttle_queue_rps: float = 0.0
     throttle_queue_burst: int = 0
+    # Push delivery (docs/push.md): how long one run of the push schedule handler delivers
+    # (0: it does not; locally a background loop delivers all the time), and how many
+    # delivery workers a process runs per subscription (MaximumConcurrency caps them).
+    push_run_s: float = 0.0
+    push_workers: int = 4
 
     @property
     def store_budget_s(self) -> float:
@@ -198,6 +203,8 @@ class Settings:
             throttle_account_burst=int(env.get("DMQ_THROTTLE_ACCOUNT_BURST", "0") or 0),
             throttle_queue_rps=float(env.get("DMQ_THROTTLE_QUEUE_RPS", "0") or 0),
             throttle_queue_burst=int(env.get("DMQ_THROTTLE_QUEUE_BURST", "0") or 0),
+            push_run_s=float(env.get("DMQ_PUSH_RUN_S", 20.0 if on_lambda else base.push_run_s)),
+            push_workers=max(1, int(env.get("DMQ_PUSH_WORKERS", base.push_workers))),
         )
 
 

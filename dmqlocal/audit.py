@@ -1,4 +1,4 @@
-"""`make audit` (and `python -m dmqlocal.admin audit`): the audit jobs on local Spark.
+"""`make audit` (and `dmq audit`): the audit jobs on local Spark.
 
 They read what the local server wrote under its data folder (`.dmq/` unless
 `DMQ_DATA_DIR` or `--data-dir` says otherwise): the stream archive, the usage records
@@ -28,7 +28,7 @@ JOBS = ("usage_report", "replication_audit", "lifecycle_audit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The audit's options (shared with the admin CLI)."""
+    """The audit's options (shared with `dmq audit`)."""
     parser.add_argument("--data-dir", default=os.environ.get("DMQ_DATA_DIR") or ".dmq",
                         help="the local server's data folder (default .dmq)")
     parser.add_argument("--out", default=None, help="where the reports go (default DATA/audit)")

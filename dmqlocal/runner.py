@@ -13,10 +13,11 @@ from chalice import Chalice
 from chalicelib.aws import Clients
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal import chaos, counting, metrics, region_simulation
+from dmqlocal import chaos, counting, export_route, metrics, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
 from dmqlocal.pump import StreamPump
+from dmqlocal.push_loop import PushLoop
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
@@ -57,6 +58,7 @@ class LocalDmq:
         self.table_watch: TableWatch | None = None
         self._watched: list[RegionTables] = []
         self.chaos: chaos.FaultInjector | None = None
+        self.push_loop: PushLoop | None = None
 
     @property
     def store_kind(self) -> StoreKind:
@@ -104,6 +106,7 @@ class LocalDmq:
             logger.warning("%s=%s: failing that fraction of DynamoDB calls on purpose",
                            chaos.ENV, self.chaos.fraction)
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
+        export_route.install(self._app, self.exporter.export_now if self.exporter else None)
         self.server = LocalServer(self._app, self.options.host, self.options.port,
                                   {**counting.routes(counter), **chaos.routes(self.chaos),
                                    **metrics.routes(self._runtime)},
@@ -113,6 +116,8 @@ class LocalDmq:
             pump.start()
         self.table_watch.start()
         self.scheduler.start()
+        self.push_loop = PushLoop(self._runtime, settings.all_regions)
+        self.push_loop.start()
         if self.exporter is not None:
             self.exporter.start()
         self.server.start()
@@ -175,7 +180,7 @@ class LocalDmq:
         if self.exporter is not None:
             self.exporter.stop(final_export=store_alive)
             self.exporter = None
-        for part in (*self.pumps, self.scheduler, self.table_watch):
+        for part in (self.push_loop, *self.pumps, self.scheduler, self.table_watch):
             if part is not None:
                 part.stop()
         meter = self._runtime.meter()

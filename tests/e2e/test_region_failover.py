@@ -1,8 +1,8 @@
 """GIVEN `python -m dmqlocal` serving two regions with a short failover time
-WHEN a replicated queue is created and its home region is marked down and up (the admin
-CLI's local simulation) THEN the replica knows the queue as soon as it lists it, takes
-over about one failover time after the home went down, and keeps the queue when the old
-home comes back."""
+WHEN a replicated queue is created and its home region is marked down and up (`dmq
+regions failover|restore`, the local simulation) THEN the replica knows the queue as soon
+as it lists it, takes over about one failover time after the home went down (`--wait`
+returns then), and keeps the queue when the old home comes back."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from dmqlocal import admin
+from dmqcli import main as dmq
+from dmqcli.admin_api import AdminApi
+from dmqcli.errors import CliError
 from tests.e2e.conftest import CLIENT_CONFIG, START_TIMEOUT_S, STOP_TIMEOUT_S, DmqProcess, launch
 
 HOME, REPLICA = "us-east-1", "eu-west-1"
@@ -37,8 +40,16 @@ def _sqs(dmq: DmqProcess, region: str) -> Any:
                         aws_access_key_id="k", aws_secret_access_key="s", config=CLIENT_CONFIG)
 
 
-def _region(dmq: DmqProcess, state: str, region: str) -> None:
-    assert admin.main(["--endpoint", dmq.url, "region", state, region]) == 0
+@pytest.fixture(autouse=True)
+def admin_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dmq` signs the admin calls with the credentials the environment gives it."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+
+
+def _region(server: DmqProcess, state: str, region: str) -> None:
+    action = {"down": "failover", "up": "restore"}[state]
+    assert dmq.main(["--endpoint", server.url, "regions", action, region]) == 0
 
 
 def _home_of(sqs: Any, url: str) -> str:
@@ -71,8 +82,11 @@ def test_a_replicated_queue_fails_over_and_stays_with_its_new_home(
     away.send_message(QueueUrl=url, MessageBody="before")  # forwarded to the home
     time.sleep(FAILOVER_AFTER_S)  # the replica has watched the home for a failover time
 
-    _region(two_regions, "down", HOME)
-    took = _until(lambda: away.send_message(QueueUrl=url, MessageBody="after"), 30)
+    started = time.monotonic()
+    assert dmq.main(["--endpoint", two_regions.url, "regions", "failover", HOME,
+                     "--wait", "30"]) == 0
+    took = time.monotonic() - started
+    assert _until(lambda: away.send_message(QueueUrl=url, MessageBody="after"), 5) < 5
     print(f"\nthe replica took over {took:.1f} s after the home went down "
           f"(failover time {FAILOVER_AFTER_S} s)")
     assert took < FAILOVER_AFTER_S * 2.5
@@ -96,8 +110,11 @@ def test_a_replicated_queue_fails_over_and_stays_with_its_new_home(
     assert sorted(bodies) == ["after", "before"]
 
 
-def test_the_simulation_refuses_an_unknown_state_or_region(two_regions: DmqProcess) -> None:
-    with pytest.raises(SystemExit, match="error 400"):
-        admin.main(["--endpoint", two_regions.url, "region", "down", "mars-north-1"])
-    with pytest.raises(SystemExit, match=r"error 400.*down, up or tick"):
-        admin.fetch(two_regions.url, f"/admin/regions/{HOME}/sideways", method="POST", body={})
+def test_the_simulation_refuses_an_unknown_state_or_region(
+    two_regions: DmqProcess, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert dmq.main(["--endpoint", two_regions.url, "regions", "failover", "mars-north-1"]) == 1
+    assert "InvalidParameterValue: Unknown region mars-north-1" in capsys.readouterr().err
+    with pytest.raises(CliError, match=r"down, up or tick \(HTTP 400\)"):
+        AdminApi(two_regions.url, HOME, Credentials("k", "s")).post(
+            f"/admin/regions/{HOME}/sideways")

@@ -58,7 +58,7 @@ EXEMPT_EDGES = {
 }
 
 # Outside chalicelib/: never packaged into a Lambda, so chalicelib must not need them.
-FORBIDDEN_ROOTS = ("dmqlocal", "moto", "tests", "infra", "localstack")
+FORBIDDEN_ROOTS = ("dmqlocal", "dmqcli", "moto", "tests", "infra", "localstack")
 
 
 def _module_name(path: Path) -> str:

@@ -1,0 +1,6 @@
+"""`dmq`: one command to operate DMQ, against the local server or a deployed stage.
+
+Queues and messages go through the SQS API (boto3); inspection, keys, regions,
+clusters, shards and exports through DMQ's admin API, signed with SigV4 like the AWS
+CLI signs (the same credential chain: environment, `--profile`, config files).
+"""

@@ -1,0 +1,1 @@
+"""The `dmq` subcommands, one module per group; each has `register(subparsers)`."""
