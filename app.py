@@ -298,6 +298,7 @@ console = console_web.Console(
     regions=lambda: admin_regions_api.regions_view(runtime),
     account_id=lambda: runtime.settings.account_id,
     csrf_secret=lambda: console_secrets.receipt_key(runtime.settings),
+    clock=lambda: runtime.clock,
 )
 console_usage.RECORD_HOOKS.append(console.count_request)
 CONSOLE_FORM = ["application/x-www-form-urlencoded"]

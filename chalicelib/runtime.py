@@ -199,3 +199,8 @@ class Runtime:
             self._meter = None
             self._sink = None
             self._epochs = {}
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the services read (the web console reads it too)."""
+        return self._clock

@@ -11,6 +11,7 @@ LEFT = 48  # room for the y-axis labels
 BOTTOM = 24  # room for the x-axis labels
 TOP = 10
 RIGHT = 10
+STEPS_S = (10, 15, 30, 60, 120, 300, 600, 900)
 
 
 @dataclass(frozen=True)
@@ -83,12 +84,23 @@ def chart(chart_id: str, title: str, unit: str, start_ms: int, end_ms: int,
     )
     marks = (0, top_value // 2, top_value) if top_value >= 2 else (0, top_value)
     y_ticks = tuple(Tick(str(v), y(v)) for v in marks)
-    minutes = span // 60000
-    x_ticks = tuple(Tick(f"-{m} min" if m else "now", x(end_ms - m * 60000))
-                    for m in range(0, minutes + 1, max(1, minutes // 4) if minutes else 1))
+    step_s = next((s for s in STEPS_S if span / 1000 / s <= 5), STEPS_S[-1])
+    x_ticks = tuple(Tick(_ago(back_s), x(end_ms - back_s * 1000))
+                    for back_s in range(0, span // 1000 + 1, step_s))
     if any(line.points for line in lines):
-        summary = f"{title} over the last {minutes} minutes, in {unit}: " + "; ".join(
+        summary = f"{title} over the last {_ago(span // 1000, False)}, in {unit}: " + "; ".join(
             f"{line.name} now {line.latest}, at most {line.peak}" for line in lines) + "."
     else:
         summary = f"{title}: no samples yet."
     return Chart(chart_id, title, summary, lines, y_ticks, x_ticks)
+
+
+def _ago(seconds: int, signed: bool = True) -> str:
+    """"-5 min", "-30 s", "now" (or "5 minutes", "30 seconds" unsigned)."""
+    if signed:
+        if not seconds:
+            return "now"
+        return f"-{seconds // 60} min" if seconds % 60 == 0 else f"-{seconds} s"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
+    return f"{seconds} seconds"

@@ -28,7 +28,7 @@ from chalicelib.domain.move_tasks import MAX_RATE, MIN_RATE, MoveTask
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.console import auth, plots
 from chalicelib.frontend.console.csrf import CsrfTokens
-from chalicelib.frontend.console.history import SERIES, TOTAL, WINDOW_MS, History
+from chalicelib.frontend.console.history import MINUTE_MS, SERIES, TOTAL, WINDOW_MS, History
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.services import Services
 from chalicelib.service.exceptions import InvalidParameterValueError, SqsError
@@ -39,6 +39,7 @@ PEEK_DEFAULT = 10
 PEEK_MAX = 100
 PEEK_BODY_CHARS = 4096
 LIVE_EVERY_MS = 2000
+MIN_SPAN_MS = 60 * 1000  # the shortest time a plot spans
 HTML = "text/html; charset=utf-8"
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
@@ -89,19 +90,24 @@ class Console:
 
     def __init__(self, services: Callable[[], Services],
                  regions: Callable[[], dict[str, Any]], account_id: Callable[[], str],
-                 csrf_secret: Callable[[], str], clock: Clock | None = None) -> None:
+                 csrf_secret: Callable[[], str],
+                 clock: Callable[[], Clock] = SystemClock) -> None:
         self._services = services
         self._regions = regions
         self._account_id = account_id
         self._csrf_secret = csrf_secret
         self._csrf: CsrfTokens | None = None
-        self._clock = clock or SystemClock()
+        self._clock_of = clock  # the runtime's clock, which tests may replace
         self.history = History()
         self._templates = Environment(
             loader=PackageLoader("chalicelib.frontend.console", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
             trim_blocks=True, lstrip_blocks=True, undefined=StrictUndefined)
         self._templates.filters["when"] = _when
+
+    @property
+    def _clock(self) -> Clock:
+        return self._clock_of()
 
     # -- the parts every page shares -------------------------------------------------------
     def serve(self, request: WebRequest, view: Callable[[auth.ConsoleUser], Page]) -> Page:
@@ -191,9 +197,13 @@ class Console:
         return self.serve(request, view)
 
     def _charts(self, key: str, chart_id: str, now: int) -> list[plots.Chart]:
-        start = now - WINDOW_MS
         depth = self.history.depth(key, now)
         minutes = self.history.throughput(key, now)
+        # The last hour, or less while the history is younger: since its first figure.
+        first = min([*(s.at_ms for s in depth[:1]),
+                     *(m for m, row in minutes if any(row.values()))], default=now)
+        start = max(now - WINDOW_MS, min(first, now - MIN_SPAN_MS))
+        minutes = [(m, row) for m, row in minutes if m >= start - MINUTE_MS]
         return [
             plots.chart(f"depth-{chart_id}", "Depth", "messages", start, now, {
                 "visible": [(s.at_ms, s.visible) for s in depth],
