@@ -77,7 +77,7 @@ def test_queue_list_shows_every_account_with_counts(sqs: Any, dmq: Client) -> No
     assert 'data-series="visible"' in html
     live = _html(dmq.http.get("/console/live", headers=ADMIN))
     assert live.lstrip().startswith("<table")  # the fragment only, no page around it
-    assert "Throughput over the last" in live and "sent now 2" in live
+    assert "Throughput over the last" in live and "send requests now 2" in live
 
 
 def test_peek_escapes_bodies_and_shows_attributes_without_claiming(

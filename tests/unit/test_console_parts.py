@@ -87,9 +87,9 @@ def test_history_counts_requests_per_minute_and_in_all() -> None:
     history.count("", "SendMessage", NOW)  # names no queue: not counted
     minutes = history.throughput("a/q", NOW)
     assert len(minutes) == WINDOW_MS // MINUTE_MS
-    assert minutes[-1] == (NOW - NOW % MINUTE_MS, {"sent": 2, "received": 1, "deleted": 2})
-    assert all(row == {"sent": 0, "received": 0, "deleted": 0} for _, row in minutes[:-1])
-    assert history.throughput(TOTAL, NOW)[-1][1]["sent"] == 2
+    assert minutes[-1] == (NOW - NOW % MINUTE_MS, {"send": 2, "receive": 1, "delete": 2})
+    assert all(row == {"send": 0, "receive": 0, "delete": 0} for _, row in minutes[:-1])
+    assert history.throughput(TOTAL, NOW)[-1][1]["send"] == 2
     # an hour later, that minute has left the window
     assert all(not any(row.values()) for _, row in history.throughput("a/q", NOW + WINDOW_MS))
 

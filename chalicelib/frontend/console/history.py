@@ -27,11 +27,11 @@ MINUTE_MS = 60 * 1000
 MAX_QUEUES = 1000
 # Usage-meter actions -> the throughput series they count in.
 KINDS = {
-    "SendMessage": "sent", "SendMessageBatch": "sent",
-    "ReceiveMessage": "received",
-    "DeleteMessage": "deleted", "DeleteMessageBatch": "deleted",
+    "SendMessage": "send", "SendMessageBatch": "send",
+    "ReceiveMessage": "receive",
+    "DeleteMessage": "delete", "DeleteMessageBatch": "delete",
 }
-SERIES = ("sent", "received", "deleted")
+SERIES = ("send", "receive", "delete")
 TOTAL = "*"  # the key under which every queue's figures are summed
 
 

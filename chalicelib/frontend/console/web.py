@@ -210,8 +210,10 @@ class Console:
                 "in flight": [(s.at_ms, s.in_flight) for s in depth],
                 "delayed": [(s.at_ms, s.delayed) for s in depth],
             }),
+            # each minute's count is drawn at the minute's end (or now, for this minute)
             plots.chart(f"throughput-{chart_id}", "Throughput", "requests per minute",
-                        start, now, {kind: [(m, row[kind]) for m, row in minutes]
+                        start, now, {f"{kind} requests": [(min(m + MINUTE_MS, now), row[kind])
+                                                          for m, row in minutes]
                                      for kind in SERIES}),
         ]
 
