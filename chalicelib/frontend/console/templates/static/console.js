@@ -18,6 +18,11 @@
   function schedule() { timer = window.setTimeout(refresh, every); }
   function refresh() {
     timer = null;
+    // Replacing the part a keyboard user is in would lose their place: wait till they leave.
+    if (live.contains(document.activeElement) && document.activeElement !== live) {
+      schedule();
+      return;
+    }
     fetch(live.getAttribute("data-live"), { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (response) {
         if (!response.ok) { throw new Error("HTTP " + response.status); }
