@@ -194,8 +194,15 @@ def test_the_queue_list_shows_live_counts_and_plots(
     expect(throughput.locator('polyline[data-series="send requests"]')).to_have_count(1)
     sent_now = int(page.locator('[data-latest="send requests"]').first.inner_text())
     assert sent_now >= 4  # this minute's SendMessage requests, at least this test's four
+    # AND while the keyboard focus is on a link in the live part, that part is left alone
+    link = page.get_by_role("link", name=name, exact=True)
+    link.focus()
+    before = page.locator("#live").get_attribute("data-refreshed")
+    page.wait_for_timeout(5000)  # two refresh periods and a half
+    assert page.locator("#live").get_attribute("data-refreshed") == before
+    expect(link).to_be_focused()
     # AND the queue's name links to its page
-    page.get_by_role("link", name=name, exact=True).click()
+    link.click()
     expect(page.locator("h1")).to_have_text(name)
     page.goto(f"{dmq.url}/console")
     if os.environ.get("DMQ_CONSOLE_SCREENSHOTS"):  # give the committed screenshot's plots a shape
