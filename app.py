@@ -376,3 +376,10 @@ def console_purge(account: str, name: str) -> Response:
 def console_redrive(account: str, name: str) -> Response:
     """Console: start a dead-letter redrive (StartMessageMoveTask)."""
     return _console_page(console.redrive(_console_request(), account, name))
+
+
+@app.route("/console/queues/{account}/{name}/cancel", methods=["POST"],
+           content_types=CONSOLE_FORM)
+def console_cancel(account: str, name: str) -> Response:
+    """Console: cancel a running redrive (CancelMessageMoveTask)."""
+    return _console_page(console.cancel(_console_request(), account, name))

@@ -376,6 +376,26 @@ def test_start_and_watch_a_redrive(
     expect(page.get_by_role("button", name="Start redrive")).to_have_count(0)
 
 
+def test_cancel_a_redrive(
+    dmq: DmqProcess, sqs: Any, page: Page, unique_name: Callable[[str], str]
+) -> None:
+    # GIVEN a redrive of eight dead letters at one a second, running
+    _source, dlq = _dead_letters(sqs, unique_name, 8)
+    page.goto(f"{dmq.url}/console/queues/{ACCOUNT}/{dlq.rsplit('/', 1)[1]}")
+    page.get_by_label("Messages per second").fill("1")
+    page.get_by_role("button", name="Start redrive").click()
+    task = page.locator("#tasks tbody tr").first
+    expect(task.locator(".status")).to_have_text("RUNNING")
+    # WHEN it is cancelled
+    task.get_by_role("button", name="Cancel redrive").click()
+    # THEN it ends CANCELLED with some of the messages still in the DLQ
+    expect(page.locator(".notice")).to_contain_text("Redrive cancelled")
+    expect(task.locator(".status")).to_have_text("CANCELLED")
+    expect(task.get_by_role("button", name="Cancel redrive")).to_have_count(0)
+    left = int(page.locator("#count-visible").inner_text())
+    assert 0 < left < 8
+
+
 def test_regions_and_replication(dmq: DmqProcess, page: Page,
                                  unique_name: Callable[[str], str]) -> None:
     # GIVEN a queue replicated from the home region to the other, with a message

@@ -24,7 +24,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.messages import AttributeValue, Counts, Message
-from chalicelib.domain.move_tasks import MAX_RATE, MIN_RATE, MoveTask
+from chalicelib.domain.move_tasks import MAX_RATE, MIN_RATE, MoveTask, MoveTaskStatus
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.console import auth, plots
 from chalicelib.frontend.console.csrf import CsrfTokens
@@ -56,6 +56,7 @@ NOTICES = {
     "sent": "Message sent.",
     "purged": "The queue was purged: every message sent before the purge is deleted.",
     "redrive": "Redrive started: the messages move back at the task's rate.",
+    "cancelled": "Redrive cancelled: the messages moved so far stay moved, the rest stay here.",
 }
 _MESSAGE_ID = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 
@@ -290,6 +291,10 @@ class Console:
         """StartMessageMoveTask from a dead-letter queue."""
         return self._queue_action(request, account, name, _redrive)
 
+    def cancel(self, request: WebRequest, account: str, name: str) -> Page:
+        """CancelMessageMoveTask of one of this queue's running tasks."""
+        return self._queue_action(request, account, name, _cancel)
+
     # -- regions ---------------------------------------------------------------------------
     def regions(self, request: WebRequest) -> Page:
         """Each region's health, heartbeat and home queues, and the replication lag."""
@@ -354,7 +359,8 @@ def _task(task: MoveTask) -> dict[str, Any]:
     return {"status": task.status.value, "moved": task.moved, "to_move": task.to_move,
             "destination": task.destination_arn or "the original source queues",
             "rate": task.max_per_second, "started_ms": task.started_ms,
-            "failure": task.failure_reason, "active": task.status.active}
+            "failure": task.failure_reason, "active": task.status.active,
+            "handle": task.handle if task.status is MoveTaskStatus.RUNNING else None}
 
 
 def _optional_int(form: Mapping[str, str], field_name: str, label: str) -> int | None:
@@ -396,6 +402,14 @@ def _redrive(services: Services, queue: QueueRecord, form: dict[str, str]) -> st
         queue.arn, form.get("destination_arn") or None,
         _optional_int(form, "max_per_second", "MaxNumberOfMessagesPerSecond"))
     return "notice=redrive"
+
+
+def _cancel(services: Services, queue: QueueRecord, form: dict[str, str]) -> str:
+    handle = form.get("task_handle", "")
+    if not any(t.handle == handle for t in services.move_tasks.list(queue.arn, 10)):
+        raise InvalidParameterValueError("Value for parameter TaskHandle is invalid.")
+    services.move_tasks.cancel(handle)
+    return "notice=cancelled"
 
 
 def _when(epoch_ms: int | None) -> str:
