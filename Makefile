@@ -45,8 +45,18 @@ $(QUERY_VENV)/.installed: requirements-query.txt
 
 query-client: $(QUERY_VENV)/.installed
 
-test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed
+test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed $(CHROMIUM)
 	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+# Debian's Chromium, which the web console's browser tests drive (Playwright is told its
+# path: it never downloads a browser of its own). Installed once, when it is missing.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+# The console's screenshots in docs/console/, taken by its browser tests.
+console-screenshots: $(STAMP) $(DDBLOCAL) $(CHROMIUM)
+	DMQ_CONSOLE_SCREENSHOTS=docs/console $(PY) -m pytest -q -p no:cacheprovider tests/e2e/test_console_browser.py
 
 # The Spark tests and a spark-submit run on Glue 5's Spark 3.5, in a venv of their own.
 SPARK35 := .venv-spark35

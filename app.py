@@ -433,3 +433,100 @@ def deliver_push(event: CloudWatchEvent) -> None:
     regions = _live_local_regions() if runtime.settings.push_run_s > 0 else []
     for region in regions:  # one region per deployment region: they share the run
         runtime.push(region).run(runtime.settings.push_run_s / len(regions))
+
+
+# console: the web console (HTML behind HTTP Basic auth; chalicelib/frontend/console/)
+from chalicelib import secrets as console_secrets  # noqa: E402
+from chalicelib.frontend.console import web as console_web  # noqa: E402
+from chalicelib.service import usage as console_usage  # noqa: E402
+
+console = console_web.Console(
+    services=runtime.services_for,
+    regions=lambda: admin_regions_api.regions_view(runtime),
+    account_id=lambda: runtime.settings.account_id,
+    csrf_secret=lambda: console_secrets.receipt_key(runtime.settings),
+    clock=lambda: runtime.clock,
+)
+console_usage.RECORD_HOOKS.append(console.count_request)
+CONSOLE_FORM = ["application/x-www-form-urlencoded"]
+
+
+def _console_request() -> console_web.WebRequest:
+    request = app.current_request
+    assert request is not None
+    query = request.query_params
+    context = request.context if isinstance(request.context, dict) else {}
+    stage, path = str(context.get("stage") or ""), str(context.get("path") or "")
+    prefix = f"/{stage}" if stage and path.startswith(f"/{stage}/") else ""
+    body = request.raw_body if isinstance(request.raw_body, bytes) else b""
+    return console_web.WebRequest(
+        method=request.method, headers={k.lower(): v for k, v in request.headers.items()},
+        query={k: query[k] for k in query} if query else {}, body=body, prefix=prefix)
+
+
+def _console_page(page: console_web.Page) -> Response:
+    headers: dict[str, str | list[str]] = dict(page.headers)
+    return Response(body=page.body, status_code=page.status, headers=headers)
+
+
+@app.route("/console", methods=["GET"])
+def console_queues() -> Response:
+    """Console: every queue with live counts, depth and throughput plots."""
+    return _console_page(console.queues(_console_request()))
+
+
+@app.route("/console/live", methods=["GET"])
+def console_queues_live() -> Response:
+    """Console: the queue list's live part (counts and plots), for the page's refresh."""
+    return _console_page(console.queues(_console_request(), live=True))
+
+
+@app.route("/console/regions", methods=["GET"])
+def console_regions() -> Response:
+    """Console: regions, heartbeats and replication lag."""
+    return _console_page(console.regions(_console_request()))
+
+
+@app.route("/console/static/{name}", methods=["GET"])
+def console_static(name: str) -> Response:
+    """Console: its stylesheet and script."""
+    return _console_page(console.static(name))
+
+
+@app.route("/console/queues/{account}/{name}", methods=["GET"])
+def console_queue(account: str, name: str) -> Response:
+    """Console: a queue's counts, plots, peeked messages and forms."""
+    return _console_page(console.queue(_console_request(), account, name))
+
+
+@app.route("/console/queues/{account}/{name}/live", methods=["GET"])
+def console_queue_live(account: str, name: str) -> Response:
+    """Console: a queue page's live part (counts, plots, redrive tasks)."""
+    return _console_page(console.queue(_console_request(), account, name, live=True))
+
+
+@app.route("/console/queues/{account}/{name}/send", methods=["POST"], content_types=CONSOLE_FORM)
+def console_send(account: str, name: str) -> Response:
+    """Console: send a message (the send form)."""
+    return _console_page(console.send(_console_request(), account, name))
+
+
+@app.route("/console/queues/{account}/{name}/purge", methods=["POST"],
+           content_types=CONSOLE_FORM)
+def console_purge(account: str, name: str) -> Response:
+    """Console: purge the queue (the confirmed purge form)."""
+    return _console_page(console.purge(_console_request(), account, name))
+
+
+@app.route("/console/queues/{account}/{name}/redrive", methods=["POST"],
+           content_types=CONSOLE_FORM)
+def console_redrive(account: str, name: str) -> Response:
+    """Console: start a dead-letter redrive (StartMessageMoveTask)."""
+    return _console_page(console.redrive(_console_request(), account, name))
+
+
+@app.route("/console/queues/{account}/{name}/cancel", methods=["POST"],
+           content_types=CONSOLE_FORM)
+def console_cancel(account: str, name: str) -> Response:
+    """Console: cancel a running redrive (CancelMessageMoveTask)."""
+    return _console_page(console.cancel(_console_request(), account, name))

@@ -265,3 +265,8 @@ class Runtime:
             self._sink = None
             self._epochs = {}
             self._push = {}
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the services read (the web console reads it too)."""
+        return self._clock

@@ -143,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
             logger.exception("unexpected error")
             return sqs_error(500, "We encountered an internal error. Please try again.")
         data = payload if isinstance(payload, bytes) else (payload or "").encode("utf-8")
-        if status >= 400 and not is_sqs_error(out_headers):
+        if status >= 400 and not is_sqs_error(out_headers) and not _is_page(out_headers):
             return reshaped(status, out_headers, data)
         return status, {k: str(v) for k, v in out_headers.items()}, data
 
@@ -197,6 +197,13 @@ class _Handler(BaseHTTPRequestHandler):
         status = 400 if code == 505 else code
         short = self.responses.get(code, ("Bad request",))[0]
         self._reply(*sqs_error(status, message or short), close=True)
+
+
+def _is_page(headers: Mapping[str, Any]) -> bool:
+    """True for an HTML answer (the web console's pages, its errors included): a browser
+    shows it as it is, so it is not reshaped into an SQS error."""
+    return any(k.lower() == "content-type" and str(v).startswith("text/html")
+               for k, v in headers.items())
 
 
 class _Server(ThreadingHTTPServer):

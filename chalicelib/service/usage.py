@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -40,6 +41,9 @@ class _Counts:
 
 
 UsageKey = tuple[str, str, str, str]  # account, queue, action, minute (UTC, ISO)
+# Called with (account, queue, action, payload bytes) for every request recorded, by every
+# meter of the process: the web console counts its throughput plot this way.
+RECORD_HOOKS: list[Callable[[str, str, str, int], None]] = []
 
 
 class UsageMeter:
@@ -71,6 +75,8 @@ class UsageMeter:
             due = now_ms >= self._retry_at_ms and (
                 len(self._counts) >= self._max_keys
                 or now_ms - self._oldest_ms >= self._interval_ms)
+        for hook in RECORD_HOOKS:
+            hook(account, queue, action, payload_bytes)
         if due:
             self._flush_quietly(now_ms)
 
