@@ -31,8 +31,15 @@ $(DDBLOCAL): $(STAMP)
 
 dynamodb-local: $(DDBLOCAL)
 
+# HTTPS: make run TLS=1 (a certificate generated under the data folder; its CA file is
+# printed), or TLS_CERT=cert.pem TLS_KEY=key.pem to serve a given one.
+TLS ?=
+TLS_CERT ?=
+TLS_KEY ?=
+TLS_ARGS := $(if $(TLS),--tls) $(if $(TLS_CERT),--tls-cert $(TLS_CERT)) $(if $(TLS_KEY),--tls-key $(TLS_KEY))
+
 run: $(STAMP) $(DDBLOCAL)
-	$(PY) -m dmqlocal --host $(HOST) --port $(PORT)
+	$(PY) -m dmqlocal --host $(HOST) --port $(PORT) $(TLS_ARGS)
 
 # An SQS client that speaks the Query protocol (botocore 1.29), in a venv of its own: the
 # Query e2e test drives the local server with it.

@@ -8,10 +8,18 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from dmqlocal.dynamodb_local import DynamoDBLocalError
 from dmqlocal.runner import LocalDmq, LocalOptions
 from dmqlocal.stores import StoreKind
+from dmqlocal.tls import (
+    TlsConfigurationError,
+    TlsFiles,
+    given_certificates,
+    local_certificates,
+    server_context,
+)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -29,7 +37,26 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="DynamoDB Local's disk syncs: once a second (default; a crash "
                              "of either process loses nothing) or on every write (slow; "
                              "also survives a power cut)")
+    parser.add_argument("--tls", action="store_true",
+                        default=_on(os.environ.get("DMQ_TLS", "")),
+                        help="serve HTTPS with a certificate generated under --data-dir/tls "
+                             "(and reused), unless --tls-cert and --tls-key give one")
+    parser.add_argument("--tls-cert", default=os.environ.get("DMQ_TLS_CERT") or "",
+                        help="the server certificate (PEM, chain after it) to serve HTTPS with")
+    parser.add_argument("--tls-key", default=os.environ.get("DMQ_TLS_KEY") or "",
+                        help="the private key (PEM) of --tls-cert")
     return parser.parse_args(argv)
+
+
+def _on(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
+    """The certificate to serve HTTPS with: a given one, a generated one, or none."""
+    if args.tls_cert or args.tls_key:
+        return given_certificates(args.tls_cert, args.tls_key)
+    return local_certificates(Path(args.data_dir)) if args.tls else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         store = StoreKind.parse(args.store)
         if args.sync not in ("second", "always"):
             raise ValueError(f"DMQ_DYNAMODB_LOCAL_SYNC={args.sync!r}: use second or always")
-    except ValueError as exc:
+        tls_files = _tls_files(args)
+        tls = server_context(tls_files) if tls_files else None
+    except (ValueError, TlsConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -57,11 +86,15 @@ def main(argv: list[str] | None = None) -> int:
 
     options = LocalOptions(host=args.host, port=args.port, data_dir=args.data_dir,
                            store=store, on_store_exit=on_store_exit,
-                           sync_every_write=args.sync == "always")
+                           sync_every_write=args.sync == "always", tls=tls)
     local = LocalDmq(dmq_app.app, dmq_app.runtime, options)
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     code = 0
     try:
+        if tls_files is not None and tls_files.ca is not None:
+            print(f"HTTPS with a generated certificate: its CA is {tls_files.ca.resolve()} "
+                  "(boto3 verify=, aws --ca-bundle, AWS_CA_BUNDLE or SSL_CERT_FILE).",
+                  flush=True)
         url = local.start()
         print(f"DMQ is listening on {url} ({local.store_description}). Ctrl-C stops it.",
               flush=True)

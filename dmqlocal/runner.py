@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +41,7 @@ class LocalOptions:
     # Called (from another thread) when the store process ends while DMQ runs.
     on_store_exit: Callable[[int], None] | None = None
     sync_every_write: bool = False  # DynamoDB Local: fsync each write, not once a second
+    tls: ssl.SSLContext | None = None  # serve HTTPS with this context (dmqlocal/tls.py)
 
 
 class LocalDmq:
@@ -106,7 +108,7 @@ class LocalDmq:
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         self.server = LocalServer(self._app, self.options.host, self.options.port,
                                   {**counting.routes(counter), **chaos.routes(self.chaos)},
-                                  HttpLimits.of(settings))
+                                  HttpLimits.of(settings), self.options.tls)
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for pump in self.pumps:
             pump.start()
