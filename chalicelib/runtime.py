@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from chalicelib.aws import Clients
 from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
@@ -11,6 +12,7 @@ from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.fifo_store import FifoStore
+from chalicelib.backend.request_records import RequestRecords
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.queues import ConnectionBudget, QueueRecord
@@ -30,6 +32,7 @@ from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
+from chalicelib.service.request_dedup import RequestDedup
 from chalicelib.service.usage import UsageMeter
 from chalicelib.settings import Settings, get_settings
 
@@ -176,6 +179,9 @@ class Runtime:
             queues, messages, stores, MoveTaskRepository(clients.dynamodb, settings.control_table),
             self._clock)
         services = Services(settings, region, queues, messages, clusters, move_tasks)
+        if settings.request_dedup:
+            services = replace(services, request_dedup=RequestDedup(
+                RequestRecords(clients.dynamodb, settings.control_table), self._clock))
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
 
     def forget_store(self, region: str) -> None:

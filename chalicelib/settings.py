@@ -79,6 +79,9 @@ class Settings:
     # Fair queues: a standard queue's noisy tenants wait behind the others (DMQ_FAIR_QUEUES,
     # "on" or "off"; docs/fair-queues.md).
     fair_queues: bool = True
+    # Request deduplication: a retried send to a standard queue (same amz-sdk-invocation-id)
+    # gets the first response back (DMQ_REQUEST_DEDUP, "on" or "off"; docs/request-dedup.md).
+    request_dedup: bool = True
 
     @property
     def store_budget_s(self) -> float:
@@ -163,6 +166,8 @@ class Settings:
                 env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
             move_task_run_s=float(
                 env.get("DMQ_MOVE_TASK_RUN_S", 20.0 if on_lambda else base.move_task_run_s)),
+            request_dedup=env.get("DMQ_REQUEST_DEDUP", "on").strip().lower() not in (
+                "off", "false", "0", "no"),
         )
 
 

@@ -8,6 +8,7 @@ from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
+from chalicelib.service.request_dedup import RequestDedup
 from chalicelib.settings import Settings
 
 
@@ -21,3 +22,5 @@ class Services:
     messages: MessageService
     clusters: ClusterManager
     move_tasks: MoveTaskService
+    # Request deduplication of sends to standard queues (None when DMQ_REQUEST_DEDUP=off).
+    request_dedup: RequestDedup | None = None
