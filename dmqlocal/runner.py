@@ -12,16 +12,23 @@ from pathlib import Path
 from chalice import Chalice
 
 from chalicelib.aws import Clients
+from chalicelib.clock import SystemClock
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal import chaos, counting, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
-from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
+from dmqlocal.handlers import (
+    ScheduleBinding,
+    StreamBinding,
+    local_schedule_bindings,
+    local_stream_bindings,
+)
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.table_watch import RegionTables, TableWatch
+from dmqlocal.ttl_sweep import sweep_binding
 from infra import provision
 
 logger = logging.getLogger("dmq.local")
@@ -59,6 +66,7 @@ class LocalDmq:
         self.table_watch: TableWatch | None = None
         self._watched: list[RegionTables] = []
         self.chaos: chaos.FaultInjector | None = None
+        self._sweeps: list[ScheduleBinding] = []  # TTL for request records (ttl_sweep.py)
 
     @property
     def store_kind(self) -> StoreKind:
@@ -98,7 +106,7 @@ class LocalDmq:
                 settings.export_interval_s)
         self.scheduler = Scheduler(
             local_schedule_bindings(self._app, settings.failover_after_s,
-                                    self.options.schedule_scale),
+                                    self.options.schedule_scale) + self._sweeps,
             self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)
@@ -138,6 +146,8 @@ class LocalDmq:
             )
 
         create_tables()
+        self._sweeps.append(sweep_binding(region, clients.dynamodb, settings.control_table,
+                                          SystemClock()))
         self._watched.append(RegionTables(
             region, clients.dynamodb,
             (settings.queues_table, settings.control_table,

@@ -22,13 +22,20 @@ from chalice.test import Client
 
 from app import app, runtime
 from chalicelib.aws import Clients
-from chalicelib.backend.request_records import DONE, PENDING, RequestKey, RequestRecords
+from chalicelib.backend.request_records import (
+    DONE,
+    PENDING,
+    TTL_SLACK_S,
+    RequestKey,
+    RequestRecords,
+)
 from chalicelib.clock import FakeClock
 from chalicelib.domain.exceptions import StoreUnavailableError
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.service.exceptions import ServiceUnavailableError
 from chalicelib.service.request_dedup import LEASE_MS, WINDOW_MS, RequestDedup, fingerprint
 from chalicelib.settings import Settings
+from dmqlocal.ttl_sweep import sweep_expired_records
 from tests.conftest import ENDPOINT, _Raw
 
 ACCOUNT = "000000000000"
@@ -351,3 +358,28 @@ def test_a_claim_whose_answer_was_lost_is_still_completed(
         RequestKey(ACCOUNT, queue.queue_id, "SendMessage", KEY_ID))
     assert record is not None and record.state == DONE
     assert record.response == {"MessageId": "m-1"}
+
+
+def test_the_local_sweep_removes_expired_request_records_only(
+        aws: Clients, clock: FakeClock) -> None:
+    # GIVEN request records of two ages and another control item (moto, like DynamoDB
+    # Local, never deletes expired items itself)
+    records_ = RequestRecords(aws.dynamodb, CONTROL_TABLE)
+    old = [RequestKey(ACCOUNT, f"{ACCOUNT}/q", "SendMessage", f"old-{i}") for i in range(30)]
+    for key in old:
+        records_.claim(key, "t", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS)
+    clock.advance(WINDOW_MS / 1000)
+    young = RequestKey(ACCOUNT, f"{ACCOUNT}/q", "SendMessage", "young")
+    records_.claim(young, "t", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS)
+    aws.dynamodb.put_item(TableName=CONTROL_TABLE, Item={
+        "key": {"S": "cluster#default"}, "expires_at": {"N": "1"}})
+    # WHEN the sweep runs past the TTL of the old ones (the window plus the TTL's slack)
+    clock.advance(TTL_SLACK_S + 1)
+    assert sweep_expired_records(aws.dynamodb, CONTROL_TABLE, clock.now_ms() // 1000) == 30
+    # THEN the young record and the other item stay
+    left = {i["key"]["S"] for i in aws.dynamodb.scan(TableName=CONTROL_TABLE)["Items"]}
+    assert young.item_key in left and "cluster#default" in left
+    assert not any(k.item_key in left for k in old)
+    # AND a record found past its window is treated as gone even before a sweep
+    clock.advance(WINDOW_MS / 1000)
+    assert records_.claim(young, "new", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
