@@ -118,7 +118,10 @@ class RequestRecords:
             except ConditionFailedError as exc:
                 standing = exc.item if exc.item else self._get(key)
                 if standing is not None:
-                    return Claim(False, _record(standing))
+                    record = _record(standing)
+                    # A retry of this very put (its first answer lost) finds its own claim.
+                    return Claim(record.token == token, None if record.token == token
+                                 else record)
                 continue  # released between the put and the read: claim again
             return Claim(True)
         return Claim(False)  # claimed and released by others each time: contended

@@ -383,3 +383,15 @@ def test_the_local_sweep_removes_expired_request_records_only(
     # AND a record found past its window is treated as gone even before a sweep
     clock.advance(WINDOW_MS / 1000)
     assert records_.claim(young, "new", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
+
+
+def test_a_retried_claim_put_recognises_its_own_claim(aws: Clients, clock: FakeClock) -> None:
+    # GIVEN a claim put applied whose answer was lost, so that the store client puts again
+    records_ = RequestRecords(aws.dynamodb, CONTROL_TABLE)
+    key = RequestKey(ACCOUNT, f"{ACCOUNT}/q", "SendMessage", KEY_ID)
+    assert records_.claim(key, "mine", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
+    # THEN the second put, under the same token, is the same claim; another token is not
+    assert records_.claim(key, "mine", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
+    other = records_.claim(key, "theirs", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS)
+    assert not other.claimed and other.existing is not None
+    assert other.existing.token == "mine" and other.existing.state == PENDING
