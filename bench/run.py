@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import fair, fifo
+from bench import fair, fifo, request_dedup
 from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
@@ -203,13 +203,16 @@ def bench(argv: Sequence[str] | None = None) -> Figures:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command-line entry point: the benchmark, then fair queues (`bench/fair.py`) and
-    the FIFO runs (`bench/fifo.py`)."""
+    the FIFO runs (`bench/fifo.py`), then request deduplication and TLS
+    (`bench/request_dedup.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
     # Fair queues: the quiet tenants' dwell time under a flood (servers of its own).
     fair.main(["--quick"] if quick else [])
     fifo.main(["--quick"] if quick else [])
+    # What request deduplication and TLS cost a send (servers of its own).
+    request_dedup.main(["--quick"] if quick else [])
     return 0
 
 
