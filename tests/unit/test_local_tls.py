@@ -138,3 +138,19 @@ def test_a_given_certificate_needs_both_files_that_exist(tmp_path: Path) -> None
     files = given_certificates(str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
     with pytest.raises(TlsConfigurationError, match="cannot use the certificate"):
         server_context(files)
+
+
+def test_a_badly_framed_request_over_tls_still_gets_its_sqs_error(
+        tls_dir: Path, server: LocalServer) -> None:
+    context = ssl.create_default_context(cafile=str(tls_dir / "tls" / "ca.pem"))
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                     b"Content-Length: 2\r\n\r\n{}")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert b"Connection: close" in head
+    assert json.loads(body)["__type"].startswith("com.amazonaws.sqs#")
