@@ -85,8 +85,9 @@ soak: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.soak $(SOAK_ARGS)
 
 # The admin CLI against the DMQ that `make run PORT=...` started: make admin ARGS=queues
+# (with TLS=1, over HTTPS: SSL_CERT_FILE=.dmq/tls/ca.pem make admin TLS=1 ARGS=queues)
 admin: $(STAMP)
-	$(PY) -m dmqlocal.admin --endpoint http://$(HOST):$(PORT) $(ARGS)
+	$(PY) -m dmqlocal.admin --endpoint $(if $(TLS)$(TLS_CERT),https,http)://$(HOST):$(PORT) $(ARGS)
 
 # 10,000 messages, 8 producers and 8 consumers against DMQ with 5% of its DynamoDB calls
 # failed (throttles, timeouts after the write, failed conditions), then the Spark lifecycle
