@@ -32,8 +32,15 @@ $(DDBLOCAL): $(STAMP)
 
 dynamodb-local: $(DDBLOCAL)
 
+# HTTPS: make run TLS=1 (a certificate generated under the data folder; its CA file is
+# printed), or TLS_CERT=cert.pem TLS_KEY=key.pem to serve a given one.
+TLS ?=
+TLS_CERT ?=
+TLS_KEY ?=
+TLS_ARGS := $(if $(TLS),--tls) $(if $(TLS_CERT),--tls-cert $(TLS_CERT)) $(if $(TLS_KEY),--tls-key $(TLS_KEY))
+
 run: $(STAMP) $(DDBLOCAL)
-	$(PY) -m dmqlocal --host $(HOST) --port $(PORT)
+	$(PY) -m dmqlocal --host $(HOST) --port $(PORT) $(TLS_ARGS)
 
 # An SQS client that speaks the Query protocol (botocore 1.29), in a venv of its own: the
 # Query e2e test drives the local server with it.
@@ -89,8 +96,9 @@ soak: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.soak $(SOAK_ARGS)
 
 # `dmq` against the DMQ that `make run PORT=...` started: make admin ARGS="queues list"
+# (with TLS=1, over HTTPS: SSL_CERT_FILE=.dmq/tls/ca.pem make admin TLS=1 ARGS="queues list")
 admin: $(STAMP)
-	$(VENV)/bin/dmq --endpoint http://$(HOST):$(PORT) $(ARGS)
+	$(VENV)/bin/dmq --endpoint $(if $(TLS)$(TLS_CERT),https,http)://$(HOST):$(PORT) $(ARGS)
 
 # 10,000 messages, 8 producers and 8 consumers against DMQ with 5% of its DynamoDB calls
 # failed (throttles, timeouts after the write, failed conditions), then the Spark lifecycle

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import boto3
 
@@ -13,6 +14,7 @@ from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.fifo_store import FifoStore
+from chalicelib.backend.request_records import RequestRecords
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.queues import ConnectionBudget, QueueRecord
@@ -39,6 +41,7 @@ from chalicelib.service.push import PushDelivery, PushOptions
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
+from chalicelib.service.request_dedup import RequestDedup
 from chalicelib.service.subscriptions import SubscriptionService
 from chalicelib.service.throttling import Throttle
 from chalicelib.service.usage import UsageMeter
@@ -193,6 +196,9 @@ class Runtime:
             limit_of(settings.throttle_account_rps, settings.throttle_account_burst),
             limit_of(settings.throttle_queue_rps, settings.throttle_queue_burst))
         services = Services(settings, region, queues, messages, clusters, move_tasks, throttle)
+        if settings.request_dedup:
+            services = replace(services, request_dedup=RequestDedup(
+                RequestRecords(clients.dynamodb, settings.control_table), self._clock))
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
 
     def identities(self) -> Identities:

@@ -106,6 +106,9 @@ class Settings:
     # delivery workers a process runs per subscription (MaximumConcurrency caps them).
     push_run_s: float = 0.0
     push_workers: int = 4
+    # Request deduplication: a retried send to a standard queue (same amz-sdk-invocation-id)
+    # gets the first response back (DMQ_REQUEST_DEDUP, "on" or "off"; docs/request-dedup.md).
+    request_dedup: bool = True
 
     @property
     def store_budget_s(self) -> float:
@@ -205,6 +208,8 @@ class Settings:
             throttle_queue_burst=int(env.get("DMQ_THROTTLE_QUEUE_BURST", "0") or 0),
             push_run_s=float(env.get("DMQ_PUSH_RUN_S", 20.0 if on_lambda else base.push_run_s)),
             push_workers=max(1, int(env.get("DMQ_PUSH_WORKERS", base.push_workers))),
+            request_dedup=env.get("DMQ_REQUEST_DEDUP", "on").strip().lower() not in (
+                "off", "false", "0", "no"),
         )
 
 

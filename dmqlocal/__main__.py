@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
@@ -15,6 +16,13 @@ from chalicelib.settings import ConfigurationError, check_auth
 from dmqlocal.dynamodb_local import DynamoDBLocalError
 from dmqlocal.runner import LocalDmq, LocalOptions
 from dmqlocal.stores import StoreKind
+from dmqlocal.tls import (
+    TlsConfigurationError,
+    TlsFiles,
+    given_certificates,
+    local_certificates,
+    server_context,
+)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -36,7 +44,26 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         default=os.environ.get("DMQ_LOG_FORMAT") or "text",
                         help="text (default) or json: one JSON object per log line, with "
                              "the request's id, action, account and queue (DMQ_LOG_FORMAT)")
+    parser.add_argument("--tls", action="store_true",
+                        default=_on(os.environ.get("DMQ_TLS", "")),
+                        help="serve HTTPS with a certificate generated under --data-dir/tls "
+                             "(and reused), unless --tls-cert and --tls-key give one")
+    parser.add_argument("--tls-cert", default=os.environ.get("DMQ_TLS_CERT") or "",
+                        help="the server certificate (PEM, chain after it) to serve HTTPS with")
+    parser.add_argument("--tls-key", default=os.environ.get("DMQ_TLS_KEY") or "",
+                        help="the private key (PEM) of --tls-cert")
     return parser.parse_args(argv)
+
+
+def _on(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
+    """The certificate to serve HTTPS with: a given one, a generated one, or none."""
+    if args.tls_cert or args.tls_key:
+        return given_certificates(args.tls_cert, args.tls_key)
+    return local_certificates(Path(args.data_dir)) if args.tls else None
 
 
 def _configure_logs(log_format: str) -> None:
@@ -61,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.log_format not in ("text", "json"):
             raise ValueError(f"DMQ_LOG_FORMAT={args.log_format!r}: use text or json")
         check_auth(os.environ)
-    except (ValueError, ConfigurationError) as exc:
+        tls_files = _tls_files(args)
+        tls = server_context(tls_files) if tls_files else None
+    except (ValueError, ConfigurationError, TlsConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _configure_logs(args.log_format)
@@ -79,11 +108,15 @@ def main(argv: list[str] | None = None) -> int:
 
     options = LocalOptions(host=args.host, port=args.port, data_dir=args.data_dir,
                            store=store, on_store_exit=on_store_exit,
-                           sync_every_write=args.sync == "always")
+                           sync_every_write=args.sync == "always", tls=tls)
     local = LocalDmq(dmq_app.app, dmq_app.runtime, options)
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     code = 0
     try:
+        if tls_files is not None and tls_files.ca is not None:
+            print(f"HTTPS with a generated certificate: its CA is {tls_files.ca.resolve()} "
+                  "(boto3 verify=, aws --ca-bundle, AWS_CA_BUNDLE or SSL_CERT_FILE).",
+                  flush=True)
         url = local.start()
         print(f"DMQ is listening on {url} ({local.store_description}). Ctrl-C stops it.",
               flush=True)

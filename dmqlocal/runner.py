@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -11,17 +12,24 @@ from pathlib import Path
 from chalice import Chalice
 
 from chalicelib.aws import Clients
+from chalicelib.clock import SystemClock
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal import chaos, counting, export_route, metrics, region_simulation
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
-from dmqlocal.handlers import StreamBinding, local_schedule_bindings, local_stream_bindings
+from dmqlocal.handlers import (
+    ScheduleBinding,
+    StreamBinding,
+    local_schedule_bindings,
+    local_stream_bindings,
+)
 from dmqlocal.pump import StreamPump
 from dmqlocal.push_loop import PushLoop
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.table_watch import RegionTables, TableWatch
+from dmqlocal.ttl_sweep import sweep_binding
 from infra import provision
 
 logger = logging.getLogger("dmq.local")
@@ -41,6 +49,7 @@ class LocalOptions:
     # Called (from another thread) when the store process ends while DMQ runs.
     on_store_exit: Callable[[int], None] | None = None
     sync_every_write: bool = False  # DynamoDB Local: fsync each write, not once a second
+    tls: ssl.SSLContext | None = None  # serve HTTPS with this context (dmqlocal/tls.py)
 
 
 class LocalDmq:
@@ -59,6 +68,7 @@ class LocalDmq:
         self._watched: list[RegionTables] = []
         self.chaos: chaos.FaultInjector | None = None
         self.push_loop: PushLoop | None = None
+        self._sweeps: list[ScheduleBinding] = []  # TTL for request records (ttl_sweep.py)
 
     @property
     def store_kind(self) -> StoreKind:
@@ -98,7 +108,7 @@ class LocalDmq:
                 settings.export_interval_s)
         self.scheduler = Scheduler(
             local_schedule_bindings(self._app, settings.failover_after_s,
-                                    self.options.schedule_scale),
+                                    self.options.schedule_scale) + self._sweeps,
             self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)
@@ -110,7 +120,7 @@ class LocalDmq:
         self.server = LocalServer(self._app, self.options.host, self.options.port,
                                   {**counting.routes(counter), **chaos.routes(self.chaos),
                                    **metrics.routes(self._runtime)},
-                                  HttpLimits.of(settings))
+                                  HttpLimits.of(settings), self.options.tls)
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for pump in self.pumps:
             pump.start()
@@ -142,6 +152,8 @@ class LocalDmq:
             )
 
         create_tables()
+        self._sweeps.append(sweep_binding(region, clients.dynamodb, settings.control_table,
+                                          SystemClock()))
         self._watched.append(RegionTables(
             region, clients.dynamodb,
             (settings.queues_table, settings.control_table,

@@ -1,4 +1,5 @@
-"""A threaded HTTP/1.1 server for the Chalice app, with TCP_NODELAY on every connection.
+"""A threaded HTTP/1.1 server for the Chalice app, with TCP_NODELAY on every connection,
+over TLS when given a context (`tls.py`).
 
 Framing is strict (`http_framing.py`), every error is in the SQS JSON error shape
 (`http_errors.py`), and reading a request is bounded in time: a kept-alive connection
@@ -12,6 +13,7 @@ from __future__ import annotations
 import io
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -59,8 +61,12 @@ class _Handler(BaseHTTPRequestHandler):
     matcher: RouteMatcher
     routes: dict[str, Route] = {}
     limits: HttpLimits = HttpLimits()
+    https = False  # served over TLS: queue URLs say https, as behind API Gateway
+    _handshake_failed = False
 
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self._handshake()
         super().setup()
         # Without this, keep-alive requests stall ~40 ms on delayed ACKs.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -68,11 +74,26 @@ class _Handler(BaseHTTPRequestHandler):
         self._socket_in = DeadlineSocketIO(self.connection)
         self.rfile = io.BufferedReader(self._socket_in, 64 * 1024)
 
+    def _handshake(self) -> None:
+        """The TLS handshake, in this connection's thread and within the request time limit
+        (never in the accepting thread, which a slow client would stall). A client that
+        refuses the certificate, or speaks plain HTTP, is disconnected."""
+        sock = self.request
+        sock.settimeout(self.limits.request_timeout_s)
+        try:
+            sock.do_handshake()
+        except (ssl.SSLError, OSError) as exc:
+            logger.debug("TLS handshake failed: %s", exc)
+            self._handshake_failed = True
+        sock.settimeout(None)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the request log quiet; errors still reach the logger."""
 
     def handle(self) -> None:
         """Serve the connection's requests; a peer that goes away or stalls ends it."""
+        if self._handshake_failed:
+            return
         try:
             super().handle()
         except OSError:  # reset, broken pipe, or a timeout while writing
@@ -125,6 +146,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _respond(self, body: bytes) -> Reply:
         """The app's answer (or a local route's), errors in the SQS shape."""
         headers = {k.lower(): v for k, v in self.headers.items()}
+        if self.https:
+            headers["x-forwarded-proto"] = "https"
         try:
             route = self.routes.get(self.path) if self.command in ("GET", "HEAD") else None
             if route is not None:
@@ -210,6 +233,14 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        """Accept a connection; over TLS, wrap it (the handshake waits for its thread)."""
+        sock, address = super().get_request()
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
 
 
 class LocalServer:
@@ -217,12 +248,14 @@ class LocalServer:
 
     def __init__(self, app: Chalice, host: str = "127.0.0.1", port: int = 9324,
                  routes: dict[str, Route] | None = None,
-                 limits: HttpLimits | None = None) -> None:
+                 limits: HttpLimits | None = None, tls: ssl.SSLContext | None = None) -> None:
         serve_from_threads(app)  # each thread reads its own request, not the last one's
         handler = type("Handler", (_Handler,), {
             "gateway": LocalGateway(app, Config()), "matcher": RouteMatcher(list(app.routes)),
-            "routes": dict(routes or {}), "limits": limits or HttpLimits()})
+            "routes": dict(routes or {}), "limits": limits or HttpLimits(),
+            "https": tls is not None})
         self._server = _Server((host, port), handler)
+        self._server.tls = tls
         self._thread: threading.Thread | None = None
 
     @property
@@ -234,7 +267,8 @@ class LocalServer:
     def url(self) -> str:
         """The endpoint URL."""
         host = self._server.server_address[0]
-        return f"http://{host if isinstance(host, str) else host.decode()}:{self.port}"
+        scheme = "https" if self._server.tls is not None else "http"
+        return f"{scheme}://{host if isinstance(host, str) else host.decode()}:{self.port}"
 
     def start(self) -> None:
         """Serve in a background thread."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.domain.messages import AttributeValue, Message
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.actions_queues import queue_of
 from chalicelib.frontend.batches import batch_entries, failed_entries
 from chalicelib.frontend.context import RequestContext
@@ -50,25 +52,39 @@ def _sent(message: Message) -> Response:
     return result
 
 
+def _once(svc: Services, ctx: RequestContext, queue: QueueRecord, action: str, p: Params,
+          send: Callable[[], Response]) -> Response:
+    """The send's response, or for an SDK retry of a send already served, its first
+    response (request deduplication of standard queues, docs/request-dedup.md)."""
+    if svc.request_dedup is None:
+        return send()
+    return svc.request_dedup.once(queue, ctx.account, action, ctx.invocation_id, p.data, send)
+
+
 def send_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """SendMessage."""
     queue = queue_of(svc, p)
     if p.raw("MessageBody") is None:
         p.required_str("MessageBody")
-    return _sent(svc.messages.send(queue, _send_request(p, trace_header=ctx.trace_header)))
+    request = _send_request(p, trace_header=ctx.trace_header)
+    return _once(svc, ctx, queue, "SendMessage", p,
+                 lambda: _sent(svc.messages.send(queue, request)))
 
 
 def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """SendMessageBatch."""
     queue = queue_of(svc, p)
     entries = batch_entries(p, "SendMessageBatchRequestEntry")
-    sent, failures = svc.messages.send_batch(
-        queue, [_send_request(e, e.required_str("Id"), ctx.trace_header) for e in entries]
-    )
-    return {
-        "Successful": [{"Id": entry_id, **_sent(m)} for entry_id, m in sent],
-        "Failed": failed_entries(failures),
-    }
+    requests = [_send_request(e, e.required_str("Id"), ctx.trace_header) for e in entries]
+
+    def send() -> Response:
+        sent, failures = svc.messages.send_batch(queue, requests)
+        return {
+            "Successful": [{"Id": entry_id, **_sent(m)} for entry_id, m in sent],
+            "Failed": failed_entries(failures),
+        }
+
+    return _once(svc, ctx, queue, "SendMessageBatch", p, send)
 
 
 def _bounded(p: Params, name: str, low: int, high: int) -> int | None:

@@ -15,6 +15,8 @@ _CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
 # looked up (DynamoDB refuses keys over 2 KB: a huge name would be a store fault, a 503).
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
 _ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The SDKs' amz-sdk-invocation-id is a UUID; anything else is not one of theirs.
+_INVOCATION_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 MAX_QUEUE_NAME = 85
 
 
@@ -29,6 +31,9 @@ class RequestContext:
     trace_header: str | None = None
     # The authenticated caller (None: not authenticated, e.g. DMQ's own work).
     caller: Caller | None = None
+    # The SDK's amz-sdk-invocation-id: the same across the retries of one call (request
+    # deduplication of sends to standard queues, docs/request-dedup.md).
+    invocation_id: str | None = None
 
     def queue_url(self, account: str, name: str) -> str:
         """`<scheme>://<host>/<account>/<name>`."""
@@ -70,7 +75,14 @@ def context_from_headers(headers: Mapping[str, str], account: str, region: str,
         base_url=base_url_from_headers(headers),
         trace_header=trace_header_from_headers(headers),
         caller=caller,
+        invocation_id=invocation_id_from_headers(headers),
     )
+
+
+def invocation_id_from_headers(headers: Mapping[str, str]) -> str | None:
+    """The amz-sdk-invocation-id header (lower-case names), if shaped as the SDKs send it."""
+    value = headers.get("amz-sdk-invocation-id", "").strip()
+    return value if _INVOCATION_ID.fullmatch(value) else None
 
 
 def base_url_from_headers(headers: Mapping[str, str]) -> str:

@@ -8,6 +8,7 @@ from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService
+from chalicelib.service.request_dedup import RequestDedup
 from chalicelib.service.throttling import Throttle
 from chalicelib.settings import Settings
 
@@ -24,3 +25,5 @@ class Services:
     move_tasks: MoveTaskService
     # Throttling (docs/throttling.md); None: every request is admitted.
     throttle: Throttle | None = None
+    # Request deduplication of sends to standard queues (None when DMQ_REQUEST_DEDUP=off).
+    request_dedup: RequestDedup | None = None
