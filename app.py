@@ -443,7 +443,7 @@ from chalicelib.service import usage as console_usage  # noqa: E402
 console = console_web.Console(
     services=runtime.services_for,
     regions=lambda: admin_regions_api.regions_view(runtime),
-    account_id=lambda: runtime.settings.account_id,
+    check_secret=lambda key_id, secret: runtime.identities().check_secret(key_id, secret),
     csrf_secret=lambda: console_secrets.receipt_key(runtime.settings),
     clock=lambda: runtime.clock,
 )

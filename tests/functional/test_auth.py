@@ -6,6 +6,7 @@ API, their secrets stored encrypted; STS GetCallerIdentity names the caller."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import hashlib
 import json
@@ -480,3 +481,22 @@ def test_open_mode_accepts_any_signature_with_tenants(open_dmq: Client) -> None:
     assert admin_call(open_dmq, "GET", "/admin/queues").status_code == 200
     denied = admin_call(open_dmq, "GET", "/admin/queues", key="555555555555")
     assert denied.status_code == 403 and json.loads(denied.body)["code"] == "AccessDenied"
+
+
+def _basic(key: str, secret: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{key}:{secret}".encode()).decode()}
+
+
+def test_the_console_takes_a_held_admin_key_and_its_secret_only(dmq: Client) -> None:
+    assert dmq.http.get("/console", headers=_basic(ROOT, ROOT_SECRET)).status_code == 200
+    for key, secret in ((ROOT, "not-the-secret"), ("AKIAUNKNOWNUNKNOWN00", ROOT_SECRET),
+                        (ACCOUNT, "anything")):  # open mode's tenant rule no longer applies
+        refused = dmq.http.get("/console", headers=_basic(key, secret))
+        assert refused.status_code == 401, key
+        assert refused.headers["WWW-Authenticate"].startswith("Basic ")
+    body = json.dumps({"account": "111122223333", "user": "ops", "admin": False}).encode()
+    made = json.loads(admin_call(dmq, "POST", "/admin/keys", body, key=ROOT,
+                                 secret=ROOT_SECRET).body)
+    not_admin = dmq.http.get("/console", headers=_basic(made["accessKeyId"],
+                                                        made["secretAccessKey"]))
+    assert not_admin.status_code == 403

@@ -17,9 +17,26 @@ from chalicelib.frontend.console.history import (
     WINDOW_MS,
     History,
 )
+from chalicelib.service.exceptions import InvalidClientTokenIdError, SignatureDoesNotMatchError
+from chalicelib.service.identity import Caller, principal_arn
 
 ACCOUNT = "000000000000"
 NOW = 1_700_000_000_000
+
+
+def _open_mode(key_id: str, _secret: str) -> Caller:
+    """What `Identities.check_secret` answers in the open local mode."""
+    account = key_id if len(key_id) == 12 and key_id.isdigit() else ACCOUNT
+    return Caller(account, principal_arn(account, None), key_id, account == ACCOUNT)
+
+
+def _required_mode(key_id: str, secret: str) -> Caller:
+    """... and with DMQ_AUTH=required: one known key, its secret checked."""
+    if key_id != "AKIDKNOWN":
+        raise InvalidClientTokenIdError()
+    if secret != "right":
+        raise SignatureDoesNotMatchError("The request signature we calculated does not match.")
+    return Caller(ACCOUNT, principal_arn(ACCOUNT, None), key_id, True)
 
 
 def _basic(text: str) -> str:
@@ -31,23 +48,30 @@ def _basic(text: str) -> str:
     "Basic " + base64.b64encode(b"\xff\xfe:x").decode(),
 ])
 def test_malformed_or_missing_credentials_are_none(header: str | None) -> None:
-    assert auth.authenticate(header, ACCOUNT) is None
+    assert auth.authenticate(header, _open_mode) is None
 
 
 def test_open_mode_rule_any_key_is_the_deployment_account_and_admin() -> None:
-    user = auth.authenticate(_basic("AKIDEXAMPLE:any secret: with colons"), ACCOUNT)
+    user = auth.authenticate(_basic("AKIDEXAMPLE:any secret: with colons"), _open_mode)
     assert user == auth.ConsoleUser("AKIDEXAMPLE", ACCOUNT, admin=True)
     assert auth.credentials(_basic("AKID:a:b")) == ("AKID", "a:b")
-    assert auth.authenticate("basic " + _basic("k:")[6:], ACCOUNT) is not None
+    assert auth.authenticate("basic " + _basic("k:")[6:], _open_mode) is not None
 
 
 def test_a_twelve_digit_key_is_that_account_admin_only_for_the_deployment_account() -> None:
-    other = auth.authenticate(_basic("123456789012:s"), ACCOUNT)
+    other = auth.authenticate(_basic("123456789012:s"), _open_mode)
     assert other == auth.ConsoleUser("123456789012", "123456789012", admin=False)
-    own = auth.authenticate(_basic(f"{ACCOUNT}:s"), ACCOUNT)
+    own = auth.authenticate(_basic(f"{ACCOUNT}:s"), _open_mode)
     assert own is not None and own.admin
-    assert auth.authenticate(_basic("12345678901:s"), ACCOUNT) == auth.ConsoleUser(
+    assert auth.authenticate(_basic("12345678901:s"), _open_mode) == auth.ConsoleUser(
         "12345678901", ACCOUNT, admin=True)  # 11 digits: not an account id
+
+
+def test_required_mode_refuses_an_unknown_key_and_a_wrong_secret_alike() -> None:
+    assert auth.authenticate(_basic("AKIDOTHER:right"), _required_mode) is None
+    assert auth.authenticate(_basic("AKIDKNOWN:wrong"), _required_mode) is None
+    assert auth.authenticate(_basic("AKIDKNOWN:right"), _required_mode) == auth.ConsoleUser(
+        "AKIDKNOWN", ACCOUNT, admin=True)
 
 
 def test_csrf_token_is_bound_to_the_key_the_key_material_and_its_lifetime() -> None:

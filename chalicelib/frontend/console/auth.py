@@ -1,16 +1,22 @@
 """Who is using the console: HTTP Basic credentials (access key id : secret access key).
 
-`authenticate` is the one place the console checks a credential. It accepts what DMQ's
-open local mode accepts: any secret, a 12-digit access key id acting as that account and
-any other key as the deployment's account (DMQ_ACCOUNT_ID), whose root is the admin. The
-console shows every account's queues, so only an admin may use it.
+`authenticate` is the one place the console checks a credential, through the access keys
+DMQ holds (`Identities.check_secret`, docs/security.md): in the open local mode any secret
+passes, a 12-digit access key id acting as that account and any other key as the
+deployment's account (DMQ_ACCOUNT_ID), whose root is the admin; with DMQ_AUTH=required the
+secret must be the key's. The console shows every account's queues, so only an admin may
+use it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from chalicelib.service.exceptions import SqsError
+from chalicelib.service.identity import Caller
 
 REALM = "DMQ console"
 CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
@@ -43,11 +49,16 @@ def credentials(header: str | None) -> tuple[str, str] | None:
     return key_id, secret
 
 
-def authenticate(header: str | None, account_id: str) -> ConsoleUser | None:
-    """The caller named by the Authorization header, or None (answer 401 and ask again)."""
+def authenticate(header: str | None,
+                 check_secret: Callable[[str, str], Caller]) -> ConsoleUser | None:
+    """The caller named by the Authorization header, or None (answer 401 and ask again):
+    an unknown or revoked key and a wrong secret are refused alike."""
     found = credentials(header)
     if found is None:
         return None
-    key_id, _secret = found
-    account = key_id if len(key_id) == 12 and key_id.isdigit() else account_id
-    return ConsoleUser(access_key_id=key_id, account=account, admin=account == account_id)
+    key_id, secret = found
+    try:
+        caller = check_secret(key_id, secret)
+    except SqsError:
+        return None
+    return ConsoleUser(access_key_id=key_id, account=caller.account, admin=caller.admin)

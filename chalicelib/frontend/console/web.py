@@ -32,6 +32,7 @@ from chalicelib.frontend.console.history import MINUTE_MS, SERIES, TOTAL, WINDOW
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.services import Services
 from chalicelib.service.exceptions import InvalidParameterValueError, SqsError
+from chalicelib.service.identity import Caller
 from chalicelib.service.messages import SendRequest
 
 logger = logging.getLogger("dmq.console")
@@ -90,12 +91,13 @@ class Console:
     """The console of one deployment."""
 
     def __init__(self, services: Callable[[], Services],
-                 regions: Callable[[], dict[str, Any]], account_id: Callable[[], str],
+                 regions: Callable[[], dict[str, Any]],
+                 check_secret: Callable[[str, str], Caller],
                  csrf_secret: Callable[[], str],
                  clock: Callable[[], Clock] = SystemClock) -> None:
         self._services = services
         self._regions = regions
-        self._account_id = account_id
+        self._check_secret = check_secret
         self._csrf_secret = csrf_secret
         self._csrf: CsrfTokens | None = None
         self._clock_of = clock  # the runtime's clock, which tests may replace
@@ -113,7 +115,7 @@ class Console:
     # -- the parts every page shares -------------------------------------------------------
     def serve(self, request: WebRequest, view: Callable[[auth.ConsoleUser], Page]) -> Page:
         """Authenticate, then run the view; every error becomes a page, never a trace."""
-        user = auth.authenticate(request.headers.get("authorization"), self._account_id())
+        user = auth.authenticate(request.headers.get("authorization"), self._check_secret)
         if user is None:
             page = self._render(request, None, "error.html", 401, title="Sign in",
                                 code="NotAuthorized", message=(
