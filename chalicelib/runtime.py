@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 
-from chalicelib.aws import Clients
+from chalicelib.aws import Clients, store_config
 from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.fifo_store import FifoStore
+from chalicelib.backend.keys import KeyWrapper, KmsKeys, LocalKeys
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.queues import ConnectionBudget, QueueRecord
@@ -23,6 +24,7 @@ from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.secrets import receipt_key
 from chalicelib.service.clusters import ClusterManager
+from chalicelib.service.encryption import MessageCipher
 from chalicelib.service.failover import FailoverManager
 from chalicelib.service.fairness import Fairness
 from chalicelib.service.messages import MessageService
@@ -49,6 +51,8 @@ class Runtime:
         self._sink: Sink | None = None
         self._epochs: dict[str, str] = {}
         self._key: str | None = None
+        self._keys: KeyWrapper | None = None
+        self._key_lock = threading.Lock()
 
     @property
     def settings(self) -> Settings:
@@ -132,6 +136,16 @@ class Runtime:
             self._key = receipt_key(settings)
         return self._key
 
+    def _key_wrapper(self, settings: Settings) -> KeyWrapper:
+        """The key-encryption keys of encryption at rest, one per container (every
+        region's services share it, and with it the local key file's master key)."""
+        with self._key_lock:
+            if self._keys is None:
+                self._keys = (KmsKeys(settings.region, settings.kms_endpoint,
+                                      store_config(settings))
+                              if settings.sse_keys == "kms" else LocalKeys(settings.sse_key_path))
+            return self._keys
+
     def _get(self, region: str) -> tuple[Services, Backend]:
         with self._lock:
             if region not in self._built:
@@ -166,6 +180,8 @@ class Runtime:
             SyncReplicas(self.backend, self.health, self.lag),
             Fairness(settings.fair_queues),
             {cluster: FifoStore(store) for cluster, store in dynamo_stores.items()},
+            MessageCipher(self._key_wrapper(settings), settings.sse_managed_key_id,
+                          self._clock),
         )
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)
@@ -194,6 +210,7 @@ class Runtime:
             self._built = {}
             self._managers = {}
             self._key = None
+            self._keys = None
             self.health = RegionHealth()
             self.lag = LagMetrics()
             self._meter = None

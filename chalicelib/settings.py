@@ -79,6 +79,21 @@ class Settings:
     # Fair queues: a standard queue's noisy tenants wait behind the others (DMQ_FAIR_QUEUES,
     # "on" or "off"; docs/fair-queues.md).
     fair_queues: bool = True
+    # Encryption at rest (docs/encryption.md): where key-encryption keys live, "local" (a
+    # key file, by default `keys/sse.key` under the data folder; in memory without one) or
+    # "kms" (AWS KMS, the default on Lambda); the key id SSE-SQS queues use; and a KMS
+    # endpoint (tests, LocalStack).
+    sse_keys: str = "local"
+    sse_key_file: str | None = None
+    sse_managed_key_id: str = "dmq/sse-sqs"
+    kms_endpoint: str | None = None
+
+    @property
+    def sse_key_path(self) -> str | None:
+        """The local master key file: the one named, else one under the data folder."""
+        if self.sse_key_file:
+            return self.sse_key_file
+        return os.path.join(self.data_dir, "keys", "sse.key") if self.data_dir else None
 
     @property
     def store_budget_s(self) -> float:
@@ -163,6 +178,13 @@ class Settings:
                 env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
             move_task_run_s=float(
                 env.get("DMQ_MOVE_TASK_RUN_S", 20.0 if on_lambda else base.move_task_run_s)),
+            sse_keys=env.get("DMQ_SSE_KEYS", "kms" if on_lambda else base.sse_keys),
+            sse_key_file=env.get("DMQ_SSE_KEY_FILE") or None,
+            sse_managed_key_id=env.get(
+                "DMQ_SSE_MANAGED_KEY_ID",
+                "alias/dmq-sse" if env.get("DMQ_SSE_KEYS", "kms" if on_lambda else "local")
+                == "kms" else base.sse_managed_key_id),
+            kms_endpoint=env.get("DMQ_KMS_ENDPOINT") or None,
         )
 
 
