@@ -9,8 +9,9 @@ import stat
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError
 
-from chalicelib.backend.keys import DataKey, KeyServiceError, LocalKeys
+from chalicelib.backend.keys import DataKey, KeyServiceError, KmsKeys, LocalKeys
 from chalicelib.clock import FakeClock
 from chalicelib.domain.messages import AttributeValue, Message
 from chalicelib.domain.queues import QueueRecord
@@ -257,3 +258,24 @@ def test_a_damaged_key_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(KeyServiceError) as raised:
         LocalKeys(path).generate(MANAGED)
     assert raised.value.code == "KmsInvalidState"
+
+
+@pytest.mark.parametrize(("kms_code", "sqs_code"), [
+    ("NotFoundException", "KmsNotFound"), ("DisabledException", "KmsDisabled"),
+    ("AccessDeniedException", "KmsAccessDenied"), ("KMSInvalidStateException", "KmsInvalidState"),
+    ("ThrottlingException", "KmsThrottled"), ("InvalidKeyUsageException", "KmsInvalidKeyUsage"),
+    ("KMSOptInRequired", "KmsOptInRequired"),
+])
+def test_kms_refusals_map_to_the_sqs_kms_errors(kms_code: str, sqs_code: str) -> None:
+    class Refusing:
+        def generate_data_key(self, **kwargs: object) -> None:
+            raise ClientError({"Error": {"Code": kms_code, "Message": "no"}}, "GenerateDataKey")
+
+    keys = KmsKeys("us-east-1")
+    keys._clients["us-east-1"] = Refusing()
+    with pytest.raises(KeyServiceError) as raised:
+        keys.generate("alias/k")
+    assert raised.value.code == sqs_code
+    error = KmsError(raised.value.code, raised.value.message)
+    assert (error.code, error.status) == (sqs_code, 400)
+    assert error.legacy_code.startswith("KMS.")
