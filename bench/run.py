@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import fair, fifo
+from bench import encryption, fair, fifo
 from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
@@ -202,14 +202,16 @@ def bench(argv: Sequence[str] | None = None) -> Figures:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command-line entry point: the benchmark, then fair queues (`bench/fair.py`) and
-    the FIFO runs (`bench/fifo.py`)."""
+    """The command-line entry point: the benchmark, then fair queues (`bench/fair.py`), the
+    FIFO runs (`bench/fifo.py`) and the cost of encryption at rest (`bench/encryption.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
     # Fair queues: the quiet tenants' dwell time under a flood (servers of its own).
     fair.main(["--quick"] if quick else [])
     fifo.main(["--quick"] if quick else [])
+    # Encryption at rest: send and receive p50 with SSE off and on (a server of its own).
+    encryption.main(["--quick"] if quick else [])
     return 0
 
 
