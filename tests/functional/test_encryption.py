@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
 from chalice.test import Client
+from moto import mock_aws
 
 from app import app, runtime
 from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
+from infra import deploy
 from tests.conftest import sqs_client
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MESSAGES_TABLE = "dmq-messages"
 SECRET = "PLAINTEXT-never-stored-0451"
@@ -322,3 +328,34 @@ def test_a_kms_key_that_does_not_exist_fails_the_send_with_kms_not_found(kms_sqs
     assert raised.value.response["Error"]["Code"] == "KMS.NotFoundException"
     assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert "Messages" not in kms_sqs.receive_message(QueueUrl=url)
+
+
+def test_deploy_makes_the_managed_key_once_and_configures_kms(tmp_path: Path) -> None:
+    # GIVEN a stage's Chalice config and a region without DMQ's managed key
+    config = tmp_path / "config.json"
+    shutil.copy(ROOT / ".chalice" / "config.json", config)
+    with mock_aws():
+        kms = boto3.client("kms", region_name="us-east-1")
+        ssm = boto3.client("ssm", region_name="us-east-1")
+        outputs = {"MessagesStreamArn": "arn:m", "QueuesStreamArn": "arn:q"}
+        # WHEN the stage is configured twice
+        deploy.update_config(config, "dev", outputs, ssm, kms)
+        deploy.update_config(config, "dev", outputs, ssm, kms)
+        # THEN one key exists under the alias, and the stage uses KMS with it
+        aliases = [a for a in kms.list_aliases()["Aliases"] if a["AliasName"] == "alias/dmq-sse"]
+        assert len(aliases) == 1 and len(kms.list_keys()["Keys"]) == 1
+    env = json.loads(config.read_text())["stages"]["dev"]["environment_variables"]
+    assert (env["DMQ_SSE_KEYS"], env["DMQ_SSE_MANAGED_KEY_ID"]) == ("kms", "alias/dmq-sse")
+    # AND the functions may make and open data keys
+    policy = json.loads((ROOT / ".chalice" / "policy-dev.json").read_text())
+    assert any(set(s["Action"]) == {"kms:GenerateDataKey", "kms:Decrypt"}
+               for s in policy["Statement"])
+
+
+def test_settings_choose_kms_on_lambda_and_the_key_file_locally(tmp_path: Path) -> None:
+    local = Settings.from_env({"DMQ_DATA_DIR": str(tmp_path)})
+    assert (local.sse_keys, local.sse_managed_key_id) == ("local", "dmq/sse-sqs")
+    assert local.sse_key_path == str(tmp_path / "keys" / "sse.key")
+    assert Settings.from_env({}).sse_key_path is None  # no data folder: a key in memory
+    deployed = Settings.from_env({"AWS_LAMBDA_FUNCTION_NAME": "f", "DMQ_RECEIPT_KEY": "secret"})
+    assert (deployed.sse_keys, deployed.sse_managed_key_id) == ("kms", "alias/dmq-sse")
