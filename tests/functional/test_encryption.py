@@ -22,6 +22,7 @@ from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 from infra import deploy
 from tests.conftest import sqs_client
+from tests.functional.test_query_protocol import error_of, post
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -288,12 +289,17 @@ def kms_settings() -> Settings:
 
 
 @pytest.fixture
-def kms_sqs(aws: Clients, kms_settings: Settings, clock: FakeClock) -> Iterator[Any]:
+def kms_app(aws: Clients, kms_settings: Settings, clock: FakeClock) -> Iterator[Client]:
     """The app with its data keys from (moto's) KMS."""
     runtime.configure(kms_settings, clock)
     with Client(app) as client:
-        yield sqs_client(client, "us-east-1")
+        yield client
     runtime.configure(None)
+
+
+@pytest.fixture
+def kms_sqs(kms_app: Client) -> Any:
+    return sqs_client(kms_app, "us-east-1")
 
 
 def test_kms_wraps_the_data_keys_of_kms_and_managed_queues(kms_sqs: Any, aws: Clients) -> None:
@@ -359,3 +365,22 @@ def test_settings_choose_kms_on_lambda_and_the_key_file_locally(tmp_path: Path) 
     assert Settings.from_env({}).sse_key_path is None  # no data folder: a key in memory
     deployed = Settings.from_env({"AWS_LAMBDA_FUNCTION_NAME": "f", "DMQ_RECEIPT_KEY": "secret"})
     assert (deployed.sse_keys, deployed.sse_managed_key_id) == ("kms", "alias/dmq-sse")
+
+
+# -- the Query protocol ------------------------------------------------------------------
+def test_query_protocol_refuses_both_sse_kinds_and_reports_kms_errors_by_legacy_code(
+    kms_app: Client,
+) -> None:
+    client = kms_app
+    status, _, root = post(client, Action="CreateQueue", QueueName="both", **{
+        "Attribute.1.Name": "SqsManagedSseEnabled", "Attribute.1.Value": "true",
+        "Attribute.2.Name": "KmsMasterKeyId", "Attribute.2.Value": "alias/aws/sqs"})
+    assert status == 400
+    assert error_of(root) == ("Sender", "InvalidAttributeName", CONFLICT)
+    status, _, root = post(client, Action="CreateQueue", QueueName="nokey", **{
+        "Attribute.1.Name": "KmsMasterKeyId", "Attribute.1.Value": "alias/not-there"})
+    assert status == 200
+    status, _, root = post(client, "/000000000000/nokey", Action="SendMessage",
+                           MessageBody="x")
+    assert status == 400
+    assert error_of(root)[:2] == ("Sender", "KMS.NotFoundException")
