@@ -93,9 +93,14 @@ def _read_or_create(path: Path) -> bytes:
     return data
 
 
+# The master key of a process without a key file: one per process, so that rebuilding the
+# runtime (tests, a store that came back) still opens what the process sealed before.
+_PROCESS_MASTER = os.urandom(KEY_BYTES)
+
+
 class LocalKeys:
     """Key-encryption keys derived from one master key: a file, or (no file) one made
-    in memory for this process, which suits stores that keep nothing either."""
+    in memory for this process, which suits stores that keep nothing past it either."""
 
     def __init__(self, key_file: str | os.PathLike[str] | None) -> None:
         self._path = Path(key_file) if key_file else None
@@ -109,7 +114,7 @@ class LocalKeys:
             if found is None:
                 if self._master is None:
                     self._master = (_read_or_create(self._path) if self._path
-                                    else os.urandom(KEY_BYTES))
+                                    else _PROCESS_MASTER)
                 derived = HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None,
                                info=b"dmq-kek|" + key_id.encode("utf-8")).derive(self._master)
                 found = self._keks[key_id] = AESGCM(derived)
