@@ -202,6 +202,11 @@ def _check_deployed(env: Mapping[str, str]) -> None:
             "DMQ refuses the development receipt key on AWS: set DMQ_RECEIPT_KEY_PARAMETER "
             "to an SSM SecureString holding a secret key (python infra/deploy.py --stage "
             "STAGE creates one and sets it), or DMQ_RECEIPT_KEY to a secret value.")
+    if on_lambda and env.get("DMQ_SSE_KEYS") == "local" and not env.get("DMQ_SSE_KEY_FILE"):
+        raise ConfigurationError(
+            "DMQ_SSE_KEYS=local on AWS needs DMQ_SSE_KEY_FILE, one key file every function "
+            "shares; otherwise each container would encrypt with a key of its own. Use "
+            "DMQ_SSE_KEYS=kms (the default on Lambda).")
 
 
 def _names(text: str, default: tuple[str, ...]) -> tuple[str, ...]:

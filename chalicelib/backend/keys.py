@@ -135,7 +135,8 @@ class LocalKeys:
                                              key_id.encode("utf-8"))
         except InvalidTag as exc:
             raise KeyServiceError(
-                "KmsInvalidState", "the data key does not open under this key file") from exc
+                "KmsInvalidState", "The data key does not open under this key file: every "
+                "process over one store must share one (DMQ_SSE_KEY_FILE).") from exc
 
 
 # KMS's error codes and the SQS errors that report them.

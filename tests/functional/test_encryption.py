@@ -19,7 +19,7 @@ from moto import mock_aws
 from app import app, runtime
 from chalicelib.aws import Clients
 from chalicelib.clock import FakeClock
-from chalicelib.settings import Settings
+from chalicelib.settings import ConfigurationError, Settings
 from infra import deploy
 from tests.conftest import sqs_client
 from tests.functional.test_query_protocol import error_of, post
@@ -384,3 +384,12 @@ def test_query_protocol_refuses_both_sse_kinds_and_reports_kms_errors_by_legacy_
                            MessageBody="x")
     assert status == 400
     assert error_of(root)[:2] == ("Sender", "KMS.NotFoundException")
+
+
+def test_local_keys_on_lambda_need_a_shared_key_file() -> None:
+    lambda_env = {"AWS_LAMBDA_FUNCTION_NAME": "f", "DMQ_RECEIPT_KEY": "secret",
+                  "DMQ_SSE_KEYS": "local"}
+    with pytest.raises(ConfigurationError, match="DMQ_SSE_KEY_FILE"):
+        Settings.from_env(lambda_env)
+    shared = Settings.from_env({**lambda_env, "DMQ_SSE_KEY_FILE": "/mnt/keys/sse.key"})
+    assert shared.sse_key_path == "/mnt/keys/sse.key"
