@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import auth, fair, fifo, push, request_dedup, throttle
+from bench import auth, encryption, fair, fifo, push, request_dedup, throttle
 from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
@@ -205,8 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command-line entry point: the benchmark, then the benchmarks of single features,
     each with servers of its own: fair queues (`bench/fair.py`), FIFO (`bench/fifo.py`),
     the cost of authentication (`bench/auth.py`), throttling across processes
-    (`bench/throttle.py`), push delivery latency (`bench/push.py`), and what request
-    deduplication and TLS cost a send (`bench/request_dedup.py`)."""
+    (`bench/throttle.py`), push delivery latency (`bench/push.py`), what request
+    deduplication and TLS cost a send (`bench/request_dedup.py`) and the cost of
+    encryption at rest (`bench/encryption.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -221,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     push.main(["--quick"] if quick else [])
     # What request deduplication and TLS cost a send (servers of its own).
     request_dedup.main(["--quick"] if quick else [])
+    # Encryption at rest: send and receive p50 with SSE off and on (a server of its own).
+    encryption.main(["--quick"] if quick else [])
     return 0
 
 

@@ -14,6 +14,7 @@ from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.fifo_store import FifoStore
+from chalicelib.backend.keys import KeyWrapper, KmsKeys, LocalKeys
 from chalicelib.backend.request_records import RequestRecords
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
@@ -32,6 +33,7 @@ from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.secrets import receipt_key
 from chalicelib.service.clusters import ClusterManager
+from chalicelib.service.encryption import MessageCipher
 from chalicelib.service.failover import FailoverManager
 from chalicelib.service.fairness import Fairness
 from chalicelib.service.identity import Identities
@@ -65,6 +67,8 @@ class Runtime:
         self._key: str | None = None
         self._identities: Identities | None = None
         self._push: dict[str, tuple[SubscriptionService, PushDelivery]] = {}
+        self._keys: KeyWrapper | None = None
+        self._key_lock = threading.Lock()
 
     @property
     def settings(self) -> Settings:
@@ -148,6 +152,16 @@ class Runtime:
             self._key = receipt_key(settings)
         return self._key
 
+    def _key_wrapper(self, settings: Settings) -> KeyWrapper:
+        """The key-encryption keys of encryption at rest, one per container (every
+        region's services share it, and with it the local key file's master key)."""
+        with self._key_lock:
+            if self._keys is None:
+                self._keys = (KmsKeys(settings.region, settings.kms_endpoint,
+                                      store_config(settings))
+                              if settings.sse_keys == "kms" else LocalKeys(settings.sse_key_path))
+            return self._keys
+
     def _get(self, region: str) -> tuple[Services, Backend]:
         with self._lock:
             if region not in self._built:
@@ -182,6 +196,8 @@ class Runtime:
             SyncReplicas(self.backend, self.health, self.lag),
             Fairness(settings.fair_queues),
             {cluster: FifoStore(store) for cluster, store in dynamo_stores.items()},
+            MessageCipher(self._key_wrapper(settings), settings.sse_managed_key_id,
+                          self._clock),
         )
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)
@@ -265,6 +281,7 @@ class Runtime:
             self._managers = {}
             self._key = None
             self._identities = None
+            self._keys = None
             self.health = RegionHealth()
             self.lag = LagMetrics()
             self._meter = None

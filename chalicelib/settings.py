@@ -109,6 +109,21 @@ class Settings:
     # Request deduplication: a retried send to a standard queue (same amz-sdk-invocation-id)
     # gets the first response back (DMQ_REQUEST_DEDUP, "on" or "off"; docs/request-dedup.md).
     request_dedup: bool = True
+    # Encryption at rest (docs/encryption.md): where key-encryption keys live, "local" (a
+    # key file, by default `keys/sse.key` under the data folder; in memory without one) or
+    # "kms" (AWS KMS, the default on Lambda); the key id SSE-SQS queues use; and a KMS
+    # endpoint (tests, LocalStack).
+    sse_keys: str = "local"
+    sse_key_file: str | None = None
+    sse_managed_key_id: str = "dmq/sse-sqs"
+    kms_endpoint: str | None = None
+
+    @property
+    def sse_key_path(self) -> str | None:
+        """The local master key file: the one named, else one under the data folder."""
+        if self.sse_key_file:
+            return self.sse_key_file
+        return os.path.join(self.data_dir, "keys", "sse.key") if self.data_dir else None
 
     @property
     def store_budget_s(self) -> float:
@@ -210,6 +225,13 @@ class Settings:
             push_workers=max(1, int(env.get("DMQ_PUSH_WORKERS", base.push_workers))),
             request_dedup=env.get("DMQ_REQUEST_DEDUP", "on").strip().lower() not in (
                 "off", "false", "0", "no"),
+            sse_keys=env.get("DMQ_SSE_KEYS", "kms" if on_lambda else base.sse_keys),
+            sse_key_file=env.get("DMQ_SSE_KEY_FILE") or None,
+            sse_managed_key_id=env.get(
+                "DMQ_SSE_MANAGED_KEY_ID",
+                "alias/dmq-sse" if env.get("DMQ_SSE_KEYS", "kms" if on_lambda else "local")
+                == "kms" else base.sse_managed_key_id),
+            kms_endpoint=env.get("DMQ_KMS_ENDPOINT") or None,
         )
 
 
@@ -227,6 +249,11 @@ def _check_deployed(env: Mapping[str, str]) -> None:
             "DMQ refuses the development receipt key on AWS: set DMQ_RECEIPT_KEY_PARAMETER "
             "to an SSM SecureString holding a secret key (python infra/deploy.py --stage "
             "STAGE creates one and sets it), or DMQ_RECEIPT_KEY to a secret value.")
+    if on_lambda and env.get("DMQ_SSE_KEYS") == "local" and not env.get("DMQ_SSE_KEY_FILE"):
+        raise ConfigurationError(
+            "DMQ_SSE_KEYS=local on AWS needs DMQ_SSE_KEY_FILE, one key file every function "
+            "shares; otherwise each container would encrypt with a key of its own. Use "
+            "DMQ_SSE_KEYS=kms (the default on Lambda).")
 
 
 def check_auth(env: Mapping[str, str]) -> None:

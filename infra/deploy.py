@@ -73,8 +73,24 @@ def ensure_receipt_key(ssm: Any, stage: str) -> str:
     return name
 
 
+SSE_ALIAS = "alias/dmq-sse"
+
+
+def ensure_sse_key(kms: Any) -> str:
+    """The KMS key SSE-SQS queues use (DMQ's managed key), made once under its alias;
+    return the alias."""
+    try:
+        kms.describe_key(KeyId=SSE_ALIAS)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NotFoundException":
+            raise
+        key = kms.create_key(Description="DMQ managed key for SSE-SQS queues (data keys)")
+        kms.create_alias(AliasName=SSE_ALIAS, TargetKeyId=key["KeyMetadata"]["KeyId"])
+    return SSE_ALIAS
+
+
 def update_config(
-    config_path: Path, stage: str, outputs: dict[str, str], ssm: Any,
+    config_path: Path, stage: str, outputs: dict[str, str], ssm: Any, kms: Any | None = None,
 ) -> dict[str, Any]:
     """Write the stream ARNs and the receipt key's parameter name into the stage's
     environment (the key itself stays in SSM)."""
@@ -84,6 +100,9 @@ def update_config(
     env["DMQ_QUEUES_STREAM_ARN"] = outputs["QueuesStreamArn"]
     env.pop("DMQ_RECEIPT_KEY", None)
     env["DMQ_RECEIPT_KEY_PARAMETER"] = ensure_receipt_key(ssm, stage)
+    if kms is not None:  # encryption at rest: data keys from KMS, SSE-SQS under DMQ's key
+        env["DMQ_SSE_KEYS"] = "kms"
+        env["DMQ_SSE_MANAGED_KEY_ID"] = ensure_sse_key(kms)
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     return dict(config)
 
@@ -103,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     cloudformation = session.client("cloudformation", endpoint_url=args.endpoint)
     stack = args.stack or f"dmq-{args.stage}"
     outputs = deploy_stack(cloudformation, stack)
-    update_config(CONFIG, args.stage, outputs, session.client("ssm"))
+    update_config(CONFIG, args.stage, outputs, session.client("ssm"), session.client("kms"))
     print(f"stack outputs: {json.dumps(outputs)}")
     if args.monitoring:
         watched = deploy_stack(cloudformation, f"{stack}-monitoring", MONITORING.read_text(),

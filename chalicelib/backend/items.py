@@ -80,6 +80,7 @@ def to_item(queue_id: str, shard: int, message: Message) -> Item:
         "claim": message.claim_token or None,
         "dlq_source": message.dead_letter_source_arn,
         "grp": message.group_id,
+        "env": message.envelope,
     }
     item.update({k: {"S": v} for k, v in optional.items() if v})
     if message.first_receive_ms:
@@ -120,6 +121,7 @@ def from_item(
         attributes_key=_s(item, "attrs_key"),
         dead_letter_source_arn=_s(item, "dlq_source"),
         group_id=_s(item, "grp"),
+        envelope=_s(item, "env"),
     )
 
 

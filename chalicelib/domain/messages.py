@@ -50,6 +50,9 @@ class Message:
     # FIFO queues only: MessageDeduplicationId and SequenceNumber.
     dedup_id: str | None = None
     sequence_number: str | None = None
+    # Encryption at rest: the envelope of a sealed message (its wrapped data key), whose
+    # body and attribute values are then ciphertext; None for a message in clear text.
+    envelope: str | None = None
 
     def is_visible(self, now_ms: int) -> bool:
         """True when a receive may claim it."""

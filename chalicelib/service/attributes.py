@@ -40,6 +40,7 @@ DEFAULTS: dict[str, str] = {
     "VisibilityTimeout": "30",
     "SqsManagedSseEnabled": "true",
 }
+DEFAULT_DATA_KEY_REUSE = "300"
 
 FIFO_ONLY = frozenset(
     {"FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"}
@@ -229,6 +230,30 @@ def check_fifo_combination(attributes: Mapping[str, str]) -> None:
                        "DeduplicationScope is messageGroup.")
 
 
+SSE_CONFLICT = ("You can use one type of server-side encryption (SSE) at one time. You can "
+                "either enable KMS SSE or SQS SSE.")
+
+
+def check_sse(given: Mapping[str, str]) -> None:
+    """SSE-SQS and SSE-KMS exclude each other: one request cannot ask for both."""
+    if given.get("SqsManagedSseEnabled") == "true" and given.get("KmsMasterKeyId"):
+        raise InvalidAttributeNameError(SSE_CONFLICT)
+
+
+def with_sse(merged: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:
+    """The queue's attributes after `given`, with SSE made consistent as SQS keeps it:
+    naming a KMS key turns SSE-SQS off, turning SSE-SQS on drops the KMS key, and a queue
+    with a KMS key shows KmsDataKeyReusePeriodSeconds (default 300)."""
+    result = dict(merged)
+    if given.get("KmsMasterKeyId"):
+        result["SqsManagedSseEnabled"] = "false"
+    elif given.get("SqsManagedSseEnabled") == "true":
+        result.pop("KmsMasterKeyId", None)
+    if result.get("KmsMasterKeyId"):
+        result.setdefault("KmsDataKeyReusePeriodSeconds", DEFAULT_DATA_KEY_REUSE)
+    return result
+
+
 def validate_settable(attributes: Mapping[str, str], fifo: bool = False) -> dict[str, str]:
     """Check names and values of attributes a client sets; return them normalised."""
     normalised: dict[str, str] = {}
@@ -244,6 +269,7 @@ def validate_settable(attributes: Mapping[str, str], fifo: bool = False) -> dict
         if limit is not None and utf8_length(str(value)) > limit:
             raise _invalid(name, f"Must be at most {limit} bytes.")
         normalised[name] = CHECKS[name](name, str(value))
+    check_sse(normalised)
     return normalised
 
 

@@ -239,3 +239,26 @@ class RateThrottledError(RequestThrottledError):
     legacy and standard retry modes alike."""
 
     status = 403
+
+
+# -- encryption at rest --------------------------------------------------------------------
+# The key service's refusals, as SQS reports them: the botocore shape name, and the legacy
+# code of the Query protocol.
+KMS_QUERY_CODES = {
+    "KmsNotFound": "KMS.NotFoundException",
+    "KmsAccessDenied": "KMS.AccessDeniedException",
+    "KmsDisabled": "KMS.DisabledException",
+    "KmsInvalidState": "KMS.InvalidStateException",
+    "KmsInvalidKeyUsage": "KMS.InvalidKeyUsageException",
+    "KmsThrottled": "KMS.ThrottlingException",
+    "KmsOptInRequired": "KMS.OptInRequired",
+}
+
+
+class KmsError(SqsError):
+    """The key service refused to make or open a queue's data key."""
+
+    def __init__(self, code: str, message: str = "") -> None:
+        super().__init__(message)
+        self.code = code if code in KMS_QUERY_CODES else "KmsInvalidState"
+        self.query_code = KMS_QUERY_CODES[self.code]

@@ -34,6 +34,7 @@ from chalicelib.service import fifo as fifo_rules
 from chalicelib.service import message_rules as rules
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
 from chalicelib.service.checksums import md5_of_attributes, md5_of_body
+from chalicelib.service.encryption import MessageCipher
 from chalicelib.service.exceptions import (
     BatchRequestTooLongError,
     InvalidParameterValueError,
@@ -127,8 +128,12 @@ class MessageService:
         sync_replicas: SyncReplicate = _no_replicas,
         fair: fairness.Fairness | None = None,
         fifo_stores: Mapping[str, FifoStore] | None = None,
+        cipher: MessageCipher | None = None,
     ) -> None:
         self.fairness = fair or fairness.Fairness()
+        # Encryption at rest: messages are sealed before a store sees them and opened
+        # after a read (None: kept as sent, for stores built without keys).
+        self.cipher = cipher
         self._stores = stores
         self._fifo = fifo_rules.FifoService(fifo_stores or {}, receipts, clock, queue_by_arn)
         self._sync_replicas = sync_replicas
@@ -189,10 +194,10 @@ class MessageService:
         """SendMessage: validate, store, wake long polls. Raises the SQS error on failure."""
         message = self._prepare_any(queue, request, self._clock.now_ms())
         if fifo_rules.is_fifo(queue):
-            (stored,) = self._fifo.store(queue, [message])
+            (stored,) = self._fifo.store(queue, self._seal(queue, [message]))
             self._wakeups.notify(queue.queue_id)
             return stored
-        if self._store_spread(queue, [message]):
+        if self._store_spread(queue, self._seal(queue, [message])):
             raise ServiceUnavailableError("The message could not be stored; retry the request.")
         self._wakeups.notify(queue.queue_id)
         return message
@@ -219,11 +224,11 @@ class MessageService:
             except SqsError as error:
                 failures.append(EntryFailure.of(request.entry_id, error))
         if fifo_rules.is_fifo(queue):
-            stored = self._fifo.store(queue, [m for _, m in prepared])
+            stored = self._fifo.store(queue, self._seal(queue, [m for _, m in prepared]))
             if stored:
                 self._wakeups.notify(queue.queue_id)
             return [(e, m) for (e, _), m in zip(prepared, stored, strict=True)], failures
-        unstored = self._store_spread(queue, [m for _, m in prepared])
+        unstored = self._store_spread(queue, self._seal(queue, [m for _, m in prepared]))
         sent = [(e, m) for e, m in prepared if m.message_id not in unstored]
         failures += [
             EntryFailure(e, ServiceUnavailableError("The message could not be stored; retry."))
@@ -232,6 +237,14 @@ class MessageService:
         if sent:
             self._wakeups.notify(queue.queue_id)
         return sent, failures
+
+    def _seal(self, queue: QueueRecord, messages: list[Message]) -> list[Message]:
+        """The messages as the stores keep them (encrypted when the queue is)."""
+        return self.cipher.seal_many(queue, messages) if self.cipher else messages
+
+    def _open(self, queue: QueueRecord, messages: list[Message]) -> list[Message]:
+        """Messages read from a store, in clear text again."""
+        return self.cipher.open_many(queue, messages) if self.cipher else messages
 
     def _store_spread(self, queue: QueueRecord, messages: list[Message]) -> set[str]:
         """Spread the messages over the active shards of one cluster: one batch write.
@@ -269,6 +282,16 @@ class MessageService:
     ) -> list[Received]:
         """ReceiveMessage: claim up to `max_messages`, long-polling up to `wait_seconds`.
         On a FIFO queue a live ReceiveRequestAttemptId returns that attempt's messages."""
+        got = self._receive(queue, max_messages, visibility_timeout, wait_seconds, attempt_id)
+        if not got or self.cipher is None:
+            return got
+        opened = self.cipher.open_many(queue, [r.message for r in got])
+        return [Received(m, r.receipt_handle) for m, r in zip(opened, got, strict=True)]
+
+    def _receive(
+        self, queue: QueueRecord, max_messages: int, visibility_timeout: int | None,
+        wait_seconds: int | None, attempt_id: str | None,
+    ) -> list[Received]:
         once: Callable[[QueueRecord, int, int], list[Received]] = self._receive_once
         if fifo_rules.is_fifo(queue):
             fifo_rules.check_attempt_id(attempt_id)  # standard queues ignore the parameter
@@ -630,13 +653,13 @@ class MessageService:
     def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
         """The oldest live messages of every shard, read without claiming (inspection)."""
         if fifo_rules.is_fifo(queue):
-            return self._fifo.peek(queue, limit)
+            return self._open(queue, self._fifo.peek(queue, limit))
         now = self._clock.now_ms()
         found: list[Message] = []
         for shard in queue.shards:
             found += self._stores.of(shard.cluster).peek(queue.queue_id, shard.id, limit)
         live = [m for m in found if not m.is_expired(now)]
-        return sorted(live, key=lambda m: m.message_id)[:limit]
+        return self._open(queue, sorted(live, key=lambda m: m.message_id)[:limit])
 
     def counts(self, queue: QueueRecord) -> Counts:
         """Approximate counts over every shard."""

@@ -224,7 +224,7 @@ class MoveTaskService:
                     self._repo.finish(task, MoveTaskStatus.FAILED, NO_QUEUE)
                     return None
                 break
-            moves.append(self._move_to(message, target, shard, now))
+            moves.append(self._move_to(source, message, target, shard, now))
 
         def progress(done: int, n: int) -> dict[str, Any]:
             spent = moved_before + done + n
@@ -239,14 +239,25 @@ class MoveTaskService:
         arn = message.dead_letter_source_arn
         return self._queues.by_arn(arn) if arn else None
 
-    def _move_to(self, message: Message, target: QueueRecord, shard: Shard, now: int) -> Move:
+    def _move_to(self, source: QueueRecord, message: Message, target: QueueRecord,
+                 shard: Shard, now: int) -> Move:
         """The move of one message into a shard of `target`, on the source's cluster when
-        the target has a shard there."""
+        the target has a shard there. It gets a new id, so an encrypted message is opened
+        and sealed again for the target (its ciphertext is bound to its id and queue)."""
         same = [s for s in target.active_shards if s.cluster == shard.cluster]
         placed = random.choice(same or list(target.active_shards))
         retention_ms = target.attribute_int("MessageRetentionPeriod") * 1000
         return Move(
             seen=message, target_table=self._stores.of(placed.cluster).table,
             target_queue_id=target.queue_id, target_shard=placed.id,
-            message=redriven(message, new_message_id(now), now, retention_ms),
+            message=self._seal(target, redriven(
+                self._open(source, message), new_message_id(now), now, retention_ms)),
         )
+
+    def _open(self, queue: QueueRecord, message: Message) -> Message:
+        cipher = self._messages.cipher
+        return cipher.open(queue, message) if cipher else message
+
+    def _seal(self, queue: QueueRecord, message: Message) -> Message:
+        cipher = self._messages.cipher
+        return cipher.seal(queue, message) if cipher else message

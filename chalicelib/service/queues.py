@@ -123,7 +123,7 @@ class QueueService:
                 return reuse
         self._check_redrive(account, queue_arn(region, account, name), given, fifo)
         sqs_given, count = _split_extensions(given)
-        initial = attrs.with_defaults(sqs_given, fifo)
+        initial = attrs.with_sse(attrs.with_defaults(sqs_given, fifo), sqs_given)
         if fifo:
             attrs.check_fifo_combination(initial)
             if count is None and initial["FifoThroughputLimit"] == "perMessageGroupId":
@@ -258,7 +258,7 @@ class QueueService:
         now = self._clock.now_ms()
 
         def changed(current: QueueRecord) -> QueueRecord:
-            merged = {**current.attributes, **sqs_given}
+            merged = attrs.with_sse({**current.attributes, **sqs_given}, sqs_given)
             if fifo:
                 attrs.check_fifo_combination(merged)
             shards = current.shards

@@ -42,8 +42,10 @@ def _object(aws: Clients, key: str) -> str:
 
 
 def test_large_body_goes_to_s3_and_the_item_keeps_only_its_key(sqs: Any, aws: Clients) -> None:
-    # GIVEN a body well beyond the inline limit
-    url = _queue(sqs)
+    # GIVEN a body well beyond the inline limit, on a queue without encryption at rest (so
+    # that the stored body can be compared; tests/functional/test_encryption.py covers
+    # encrypted ones)
+    url = _queue(sqs, SqsManagedSseEnabled="false")
     body = "ü" * (INLINE_LIMIT * 2)
     # WHEN it is sent
     sent = sqs.send_message(QueueUrl=url, MessageBody=body)
@@ -55,8 +57,8 @@ def test_large_body_goes_to_s3_and_the_item_keeps_only_its_key(sqs: Any, aws: Cl
 
 
 def test_small_body_stays_in_the_item(sqs: Any, aws: Clients) -> None:
-    # GIVEN a body well under the inline limit
-    url = _queue(sqs)
+    # GIVEN a body well under the inline limit, on a queue without encryption at rest
+    url = _queue(sqs, SqsManagedSseEnabled="false")
     # WHEN it is sent THEN the item holds it and no body key, and the bucket stays empty
     sent = sqs.send_message(QueueUrl=url, MessageBody="small")
     item = _item(aws, sent["MessageId"])
