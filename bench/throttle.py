@@ -94,7 +94,8 @@ class RateResult:
 @contextlib.contextmanager
 def fleet(count: int, env: dict[str, str], data_root: Path) -> Iterator[list[Server]]:
     """`count` DMQ servers over one in-memory DynamoDB Local, stopped (and the store) at
-    the end."""
+    the end. They share one key file for encryption at rest, as servers over one store
+    must (docs/encryption.md), so each reads what the others sent."""
     store = DynamoDBLocal(None)
     endpoint = store.start()
     servers: list[Server] = []
@@ -102,7 +103,8 @@ def fleet(count: int, env: dict[str, str], data_root: Path) -> Iterator[list[Ser
         for n in range(count):
             servers.append(start_dmq(data_root / f"server-{n}", extra_env={
                 "DMQ_DYNAMODB_ENDPOINT": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET_KEY, **env}))
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                "DMQ_SSE_KEY_FILE": str(data_root / "sse.key"), **env}))
         for server in servers:
             server.wait_answering()
         yield servers

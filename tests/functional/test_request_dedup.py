@@ -70,6 +70,11 @@ class Wire:
         return AWSResponse(request.url, result.status_code, result.headers, _Raw(result.body))
 
 
+# The tests read the stored items to count what was enqueued: queues without encryption
+# at rest, so bodies are readable there (docs/encryption.md).
+PLAIN = {"SqsManagedSseEnabled": "false"}
+
+
 @pytest.fixture
 def wire(dmq: Client) -> Wire:
     return Wire(dmq)
@@ -97,7 +102,7 @@ def records(aws: Clients) -> list[dict[str, Any]]:
 
 def test_a_send_retried_after_a_timeout_after_the_write_is_enqueued_once(
         client: Any, wire: Wire, aws: Clients, clock: FakeClock) -> None:
-    url = client.create_queue(QueueName="once")["QueueUrl"]
+    url = client.create_queue(QueueName="once", Attributes=PLAIN)["QueueUrl"]
     wire.attempts.clear()
     # WHEN the first response is lost after DMQ stored the message
     wire.lose = 1
@@ -122,7 +127,7 @@ def test_a_send_retried_after_a_timeout_after_the_write_is_enqueued_once(
 
 def test_a_batch_retried_after_a_timeout_after_the_write_is_enqueued_once(
         client: Any, wire: Wire, aws: Clients) -> None:
-    url = client.create_queue(QueueName="batch-once")["QueueUrl"]
+    url = client.create_queue(QueueName="batch-once", Attributes=PLAIN)["QueueUrl"]
     entries = [{"Id": f"e{i}", "MessageBody": f"body {i}"} for i in range(10)]
     wire.lose = 2  # two lost answers: the third attempt gets the first answer
     sent = client.send_message_batch(QueueUrl=url, Entries=entries)
@@ -136,7 +141,7 @@ def test_a_batch_retried_after_a_timeout_after_the_write_is_enqueued_once(
 
 
 def test_different_invocation_ids_enqueue_twice(client: Any, aws: Clients) -> None:
-    url = client.create_queue(QueueName="twice")["QueueUrl"]
+    url = client.create_queue(QueueName="twice", Attributes=PLAIN)["QueueUrl"]
     first = client.send_message(QueueUrl=url, MessageBody="same body")
     second = client.send_message(QueueUrl=url, MessageBody="same body")
     assert first["MessageId"] != second["MessageId"]
@@ -146,7 +151,7 @@ def test_different_invocation_ids_enqueue_twice(client: Any, aws: Clients) -> No
 
 def test_the_same_id_enqueues_again_after_five_minutes(
         client: Any, wire: Wire, aws: Clients, clock: FakeClock) -> None:
-    url = client.create_queue(QueueName="window")["QueueUrl"]
+    url = client.create_queue(QueueName="window", Attributes=PLAIN)["QueueUrl"]
     wire.invocation_id = "6f1c2a9e-0000-4000-8000-000000000001"
     first = client.send_message(QueueUrl=url, MessageBody="tick")
     clock.advance(WINDOW_MS / 1000 - 1)  # 4 min 59 s later: still the first answer
@@ -166,21 +171,21 @@ def test_the_same_id_enqueues_again_after_five_minutes(
 
 def test_the_same_id_with_other_parameters_is_not_a_retry(
         client: Any, wire: Wire, aws: Clients) -> None:
-    url = client.create_queue(QueueName="reused-id")["QueueUrl"]
+    url = client.create_queue(QueueName="reused-id", Attributes=PLAIN)["QueueUrl"]
     wire.invocation_id = "6f1c2a9e-0000-4000-8000-000000000002"
     first = client.send_message(QueueUrl=url, MessageBody="one")
     second = client.send_message(QueueUrl=url, MessageBody="two")
     assert first["MessageId"] != second["MessageId"]
     assert sorted(i["body"]["S"] for i in stored(aws, "reused-id")) == ["one", "two"]
     # AND the same id on another queue is another request
-    other = client.create_queue(QueueName="reused-id-2")["QueueUrl"]
+    other = client.create_queue(QueueName="reused-id-2", Attributes=PLAIN)["QueueUrl"]
     client.send_message(QueueUrl=other, MessageBody="one")
     assert len(stored(aws, "reused-id-2")) == 1
 
 
 def test_a_send_without_the_header_or_with_a_malformed_one_is_not_recorded(
         client: Any, wire: Wire, aws: Clients) -> None:
-    url = client.create_queue(QueueName="no-id")["QueueUrl"]
+    url = client.create_queue(QueueName="no-id", Attributes=PLAIN)["QueueUrl"]
     for malformed in ("x" * 65, "not a uuid!", ""):
         wire.invocation_id = malformed
         client.send_message(QueueUrl=url, MessageBody="b")
@@ -191,7 +196,7 @@ def test_a_send_without_the_header_or_with_a_malformed_one_is_not_recorded(
 
 def test_fifo_queues_keep_their_own_deduplication(
         client: Any, wire: Wire, aws: Clients) -> None:
-    url = client.create_queue(QueueName="own.fifo", Attributes={"FifoQueue": "true"})[
+    url = client.create_queue(QueueName="own.fifo", Attributes={"FifoQueue": "true", **PLAIN})[
         "QueueUrl"]
     wire.lose = 1
     sent = client.send_message(QueueUrl=url, MessageBody="f", MessageGroupId="g",
@@ -204,7 +209,7 @@ def test_fifo_queues_keep_their_own_deduplication(
 
 def test_a_failed_send_is_not_recorded_and_its_retry_sends(
         client: Any, wire: Wire, aws: Clients) -> None:
-    url = client.create_queue(QueueName="failed")["QueueUrl"]
+    url = client.create_queue(QueueName="failed", Attributes=PLAIN)["QueueUrl"]
     wire.invocation_id = "6f1c2a9e-0000-4000-8000-000000000003"
     with pytest.raises(client.exceptions.ClientError, match="InvalidParameterValue"):
         client.send_message(QueueUrl=url, MessageBody="late", DelaySeconds=901)
@@ -214,7 +219,7 @@ def test_a_failed_send_is_not_recorded_and_its_retry_sends(
 
 
 def test_the_query_protocol_is_deduplicated_too(client: Any, dmq: Client, aws: Clients) -> None:
-    url = client.create_queue(QueueName="query")["QueueUrl"]
+    url = client.create_queue(QueueName="query", Attributes=PLAIN)["QueueUrl"]
     ids = []
     for _ in range(2):
         result = dmq.http.post("/", headers={
@@ -243,7 +248,7 @@ def test_with_dedup_off_a_retry_enqueues_again(dedup_off: Client, aws: Clients) 
     wire = Wire(dedup_off)
     sqs = boto3.client("sqs", endpoint_url=ENDPOINT, region_name="us-east-1", config=RETRYING)
     sqs.meta.events.register_first("before-send.sqs", wire.serve)
-    url = sqs.create_queue(QueueName="off")["QueueUrl"]
+    url = sqs.create_queue(QueueName="off", Attributes=PLAIN)["QueueUrl"]
     wire.lose = 1
     sqs.send_message(QueueUrl=url, MessageBody="dup")
     assert len(stored(aws, "off")) == 2
@@ -255,7 +260,7 @@ def test_with_dedup_off_a_retry_enqueues_again(dedup_off: Client, aws: Clients) 
 
 @pytest.fixture
 def queue(client: Any, dmq: Client) -> QueueRecord:
-    client.create_queue(QueueName="service")
+    client.create_queue(QueueName="service", Attributes=PLAIN)
     return runtime.services_for("us-east-1").queues.get(ACCOUNT, "service")
 
 
