@@ -326,7 +326,8 @@ def _admin_error(exc: Exception) -> Response:
     error = to_sqs_error(exc)
     return Response(body={"code": error.code, "message": error.message},
                     status_code=error.status,
-                    headers={"x-amzn-ErrorType": error.code,
+                    headers={"Content-Type": "application/json",
+                             "x-amzn-ErrorType": error.code,
                              "x-amzn-query-error": f"{error.code};Sender"})
 
 

@@ -129,6 +129,9 @@ def _check_error_shape(status: int, headers: dict[str, str], body: bytes, head: 
     if headers.get("content-type") == XML_TYPE:  # a Query request's error (a GET, a form)
         _check_xml_error(status, body, head)
         return
+    if headers.get("content-type") == "application/json" and "x-amzn-errortype" in headers:
+        _check_gateway_error(status, headers, body, head)  # the admin API's refusal
+        return
     if headers.get("content-type") != CONTENT_TYPE:
         raise BadResponse(f"status {status} with content type {headers.get('content-type')}")
     if not QUERY_ERROR.fullmatch(headers.get("x-amzn-query-error", "")):
@@ -143,6 +146,21 @@ def _check_error_shape(status: int, headers: dict[str, str], body: bytes, head: 
     if not (isinstance(error, dict) and isinstance(error.get("__type"), str)
             and isinstance(error.get("message"), str)):
         raise BadResponse(f"status {status}: not the SQS error shape: {body[:300]!r}")
+
+
+def _check_gateway_error(status: int, headers: dict[str, str], body: bytes, head: bool) -> None:
+    """The admin API's errors, in API Gateway's shape: `x-amzn-ErrorType` naming the code,
+    and a JSON body with that code and a message."""
+    if head:
+        return
+    try:
+        error = json.loads(body)
+    except ValueError as exc:
+        raise BadResponse(f"status {status}: the error body is not JSON: {body[:300]!r}") \
+            from exc
+    if not (isinstance(error, dict) and error.get("code") == headers["x-amzn-errortype"]
+            and isinstance(error.get("message"), str)):
+        raise BadResponse(f"status {status}: not API Gateway's error shape: {body[:300]!r}")
 
 
 def _check_xml_error(status: int, body: bytes, head: bool) -> None:

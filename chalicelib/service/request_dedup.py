@@ -35,7 +35,7 @@ from chalicelib.backend.request_records import (
     RequestRecords,
 )
 from chalicelib.clock import Clock
-from chalicelib.domain.exceptions import StoreError
+from chalicelib.domain.exceptions import StoreError, StoreUnavailableError
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.service.exceptions import ServiceUnavailableError
 from chalicelib.service.fifo import is_fifo
@@ -80,8 +80,13 @@ class RequestDedup:
         try:
             claim = self._records.claim(key, token, digest, self._clock.now_ms(),
                                         self._lease_ms, self._window_ms)
+        except StoreUnavailableError:
+            # The store did not answer within its budget: the send would wait as long
+            # again. Nothing is sent; the 503 this becomes is retried by the SDK. (Should
+            # the claim have landed before the timeout, a retry waits out its lease.)
+            raise
         except StoreError:
-            # The claim may or may not have been written (a timeout after the write). Send
+            # Refused (throttled, say), the claim may or may not have been written. Send
             # anyway: completing under this token still finds the claim if it was written.
             logger.warning("request record for %s not written; sending without it", action)
             claim = Claim(True)

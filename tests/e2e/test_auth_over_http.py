@@ -26,7 +26,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from dmqlocal import admin
+from dmqcli.main import main as dmq
 from tests.e2e.conftest import (
     CLIENT_CONFIG,
     START_TIMEOUT_S,
@@ -292,15 +292,15 @@ def test_admin_cli_keys(server: DmqProcess, capsys: pytest.CaptureFixture[str],
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ROOT)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ROOT_SECRET)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    endpoint = ["--endpoint", server.url]
-    assert admin.main([*endpoint, "keys", "create", "999988887777", "--user", "ci"]) == 0
+    endpoint = ["--endpoint", server.url, "--json"]
+    assert dmq([*endpoint, "keys", "create", "999988887777", "--user", "ci"]) == 0
     made = json.loads(capsys.readouterr().out)
     assert made["account"] == "999988887777" and made["secretAccessKey"]
-    assert admin.main([*endpoint, "keys", "rotate", made["accessKeyId"]]) == 0
+    assert dmq([*endpoint, "keys", "rotate", made["accessKeyId"]]) == 0
     rotated = json.loads(capsys.readouterr().out)
-    assert admin.main([*endpoint, "keys", "revoke", made["accessKeyId"]]) == 0
+    assert dmq([*endpoint, "keys", "revoke", made["accessKeyId"]]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "Revoked"
-    assert admin.main([*endpoint, "keys", "list"]) == 0
+    assert dmq([*endpoint, "keys", "list"]) == 0
     listed = {k["accessKeyId"] for k in json.loads(capsys.readouterr().out)["keys"]}
     assert rotated["accessKeyId"] in listed and made["accessKeyId"] not in listed
     with pytest.raises(ClientError) as exc:

@@ -24,6 +24,7 @@ from chalicelib.metadata.subscriptions import SubscriptionRepository
 from chalicelib.service.push import PushDelivery, PushOptions
 from chalicelib.service.push_events import EVENT_SOURCE
 from chalicelib.settings import Settings
+from tests.admin_signing import SignedHttp
 
 ACCOUNT = "000000000000"
 WAIT_S = 15.0
@@ -93,7 +94,7 @@ class Delivering:
 
 
 def subscribe(dmq: Client, name: str, **body: Any) -> dict[str, Any]:
-    response = dmq.http.post(f"/admin/queues/{ACCOUNT}/{name}/subscriptions",
+    response = SignedHttp(dmq).post(f"/admin/queues/{ACCOUNT}/{name}/subscriptions",
                              headers={"Content-Type": "application/json"},
                              body=json.dumps(body))
     assert response.status_code == 200, response.body
@@ -108,7 +109,7 @@ def wait_until(check: Callable[[], bool]) -> None:
 
 
 def counts(dmq: Client, name: str) -> tuple[int, int]:
-    shown = dmq.http.get(f"/admin/queues/{ACCOUNT}/{name}").json_body
+    shown = SignedHttp(dmq).get(f"/admin/queues/{ACCOUNT}/{name}").json_body
     return shown["visible"], shown["in_flight"]
 
 
@@ -396,7 +397,7 @@ def test_subscriptions_outlive_the_process_that_created_them(
     url = sqs.create_queue(QueueName="durable")["QueueUrl"]
     created = subscribe(dmq, "durable", FunctionName=recorder.name)  # type: ignore[attr-defined]
     runtime.configure(settings, clock)  # a new container: nothing kept in memory
-    listed = dmq.http.get(f"/admin/queues/{ACCOUNT}/durable/subscriptions").json_body
+    listed = SignedHttp(dmq).get(f"/admin/queues/{ACCOUNT}/durable/subscriptions").json_body
     assert [s["UUID"] for s in listed["subscriptions"]] == [created["UUID"]]
     sqs.send_message(QueueUrl=url, MessageBody="after restart")
     with Delivering(runtime.push()):

@@ -15,6 +15,7 @@ from chalice.test import Client
 
 from chalicelib.backend import push as targets
 from chalicelib.service.subscriptions import MAX_PER_QUEUE
+from tests.admin_signing import SignedHttp
 
 ACCOUNT = "000000000000"
 BASE = f"/admin/queues/{ACCOUNT}"
@@ -28,7 +29,7 @@ def worker() -> Iterator[str]:
 
 
 def post(dmq: Client, name: str, body: Any) -> Any:
-    return dmq.http.post(f"{BASE}/{name}/subscriptions",
+    return SignedHttp(dmq).post(f"{BASE}/{name}/subscriptions",
                          headers={"Content-Type": "application/json"}, body=json.dumps(body))
 
 
@@ -37,7 +38,7 @@ def test_create_list_and_delete_with_the_documented_defaults(
     url = sqs.create_queue(QueueName="subscribed")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
         "Attributes"]["QueueArn"]
-    assert dmq.http.get(f"{BASE}/subscribed/subscriptions").json_body == {
+    assert SignedHttp(dmq).get(f"{BASE}/subscribed/subscriptions").json_body == {
         "queue_id": f"{ACCOUNT}/subscribed", "subscriptions": []}
     created = post(dmq, "subscribed", {"FunctionName": worker}).json_body
     assert created["EventSourceArn"] == arn
@@ -52,14 +53,14 @@ def test_create_list_and_delete_with_the_documented_defaults(
         "Enabled": False}).json_body
     assert (hook["BatchSize"], hook["ScalingConfig"], hook["State"]) == (
         10_000, {"MaximumConcurrency": 1000}, "Disabled")
-    listed = dmq.http.get(f"{BASE}/subscribed/subscriptions").json_body["subscriptions"]
+    listed = SignedHttp(dmq).get(f"{BASE}/subscribed/subscriptions").json_body["subscriptions"]
     assert sorted(s["UUID"] for s in listed) == sorted([created["UUID"], hook["UUID"]])
 
-    deleted = dmq.http.delete(f"{BASE}/subscribed/subscriptions/{created['UUID']}")
+    deleted = SignedHttp(dmq).delete(f"{BASE}/subscribed/subscriptions/{created['UUID']}")
     assert deleted.status_code == 200 and deleted.json_body["UUID"] == created["UUID"]
-    listed = dmq.http.get(f"{BASE}/subscribed/subscriptions").json_body["subscriptions"]
+    listed = SignedHttp(dmq).get(f"{BASE}/subscribed/subscriptions").json_body["subscriptions"]
     assert [s["UUID"] for s in listed] == [hook["UUID"]]
-    again = dmq.http.delete(f"{BASE}/subscribed/subscriptions/{created['UUID']}")
+    again = SignedHttp(dmq).delete(f"{BASE}/subscribed/subscriptions/{created['UUID']}")
     assert again.status_code == 404
     assert again.json_body["code"] == "ResourceNotFoundException"
 
@@ -110,11 +111,11 @@ def test_every_limit_is_refused_with_its_message(sqs: Any, dmq: Client, worker: 
     assert unknown.status_code == 404
     assert unknown.json_body == {"code": "ResourceNotFoundException",
                                  "message": "Function not found: not-registered"}
-    not_json = dmq.http.post(f"{BASE}/limits/subscriptions",
+    not_json = SignedHttp(dmq).post(f"{BASE}/limits/subscriptions",
                              headers={"Content-Type": "application/json"}, body="[1]")
     assert not_json.status_code == 400
     assert post(dmq, "missing", {"FunctionName": worker}).status_code == 404
-    assert dmq.http.get(f"{BASE}/missing/subscriptions").json_body["code"] == (
+    assert SignedHttp(dmq).get(f"{BASE}/missing/subscriptions").json_body["code"] == (
         "QueueDoesNotExist")
 
 
@@ -125,5 +126,5 @@ def test_a_queue_takes_at_most_ten_subscriptions(sqs: Any, dmq: Client, worker: 
     refused = post(dmq, "crowded", {"FunctionName": worker})
     assert refused.status_code == 409
     assert refused.json_body["code"] == "ResourceConflictException"
-    listed = dmq.http.get(f"{BASE}/crowded/subscriptions").json_body["subscriptions"]
+    listed = SignedHttp(dmq).get(f"{BASE}/crowded/subscriptions").json_body["subscriptions"]
     assert len(listed) == MAX_PER_QUEUE

@@ -354,15 +354,26 @@ class FlakyRecords(RequestRecords):
         raise StoreUnavailableError("read timeout after the write")
 
 
-def test_a_claim_whose_answer_was_lost_is_still_completed(
+def test_a_claim_the_store_does_not_answer_fails_fast_and_sends_nothing(
         queue: QueueRecord, aws: Clients, clock: FakeClock) -> None:
+    # GIVEN a claim that times out (here after landing, the worst case)
     dedup = RequestDedup(FlakyRecords(aws.dynamodb, CONTROL_TABLE), clock, Sleeps())
-    assert dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1},
-                      lambda: {"MessageId": "m-1"}) == {"MessageId": "m-1"}
+    sent: list[str] = []
+    # WHEN a send is served THEN it is not sent: the store's silence is the answer (503),
+    # so a frozen store costs one store budget, not one per call
+    with pytest.raises(StoreUnavailableError):
+        dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1},
+                   lambda: sent.append("m-1") or {"MessageId": "m-1"})
+    assert sent == []
+    # AND a retry once the landed claim's lease is over sends, once, and is recorded
+    clock.advance(LEASE_MS / 1000)
+    healthy = RequestDedup(RequestRecords(aws.dynamodb, CONTROL_TABLE), clock, Sleeps())
+    assert healthy.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1},
+                        lambda: {"MessageId": "m-2"}) == {"MessageId": "m-2"}
     record = RequestRecords(aws.dynamodb, CONTROL_TABLE).read(
         RequestKey(ACCOUNT, queue.queue_id, "SendMessage", KEY_ID))
     assert record is not None and record.state == DONE
-    assert record.response == {"MessageId": "m-1"}
+    assert record.response == {"MessageId": "m-2"}
 
 
 def test_the_local_sweep_removes_expired_request_records_only(
