@@ -52,14 +52,14 @@ $(QUERY_VENV)/.installed: requirements-query.txt
 
 query-client: $(QUERY_VENV)/.installed
 
-test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed $(CHROMIUM)
-	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
-
 # Debian's Chromium, which the web console's browser tests drive (Playwright is told its
 # path: it never downloads a browser of its own). Installed once, when it is missing.
 CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed $(CHROMIUM)
+	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 # The console's screenshots in docs/console/, taken by its browser tests.
 console-screenshots: $(STAMP) $(DDBLOCAL) $(CHROMIUM)
