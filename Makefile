@@ -59,7 +59,7 @@ $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
 test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed $(CHROMIUM)
-	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 3 --dist loadgroup $(PYTEST_ARGS)
 
 # The console's screenshots in docs/console/, taken by its browser tests.
 console-screenshots: $(STAMP) $(DDBLOCAL) $(CHROMIUM)
