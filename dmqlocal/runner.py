@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -16,6 +17,7 @@ from chalicelib.clock import SystemClock
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal import chaos, counting, export_route, metrics, region_simulation
+from dmqlocal.dynamodb_local import DynamoDBLocal, StartCancelledError
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.handlers import (
     ScheduleBinding,
@@ -50,6 +52,9 @@ class LocalOptions:
     on_store_exit: Callable[[int], None] | None = None
     sync_every_write: bool = False  # DynamoDB Local: fsync each write, not once a second
     tls: ssl.SSLContext | None = None  # serve HTTPS with this context (dmqlocal/tls.py)
+    listener: socket.socket | None = None  # bound already (preflight); else host:port
+    # Polled while starting: when it turns true, start() stops and raises StartCancelledError.
+    cancelled: Callable[[], bool] = field(default=lambda: False)
 
 
 class LocalDmq:
@@ -69,6 +74,8 @@ class LocalDmq:
         self.chaos: chaos.FaultInjector | None = None
         self.push_loop: PushLoop | None = None
         self._sweeps: list[ScheduleBinding] = []  # TTL for request records (ttl_sweep.py)
+        self._hurried = False
+        self._dynamodb_local: DynamoDBLocal | None = None  # kept for reports after the stop
 
     @property
     def store_kind(self) -> StoreKind:
@@ -94,14 +101,20 @@ class LocalDmq:
         settings = replace(self.options.settings,
                            hosted_regions=self.options.settings.all_regions, data_dir=data_dir)
         self._store = LocalStore(self.store_kind, Path(data_dir or ".dmq"),
-                                 self.options.on_store_exit, self.options.sync_every_write)
-        settings = self._store.start(settings)
+                                 self.options.on_store_exit, self.options.sync_every_write,
+                                 self.options.cancelled)
+        try:
+            settings = self._store.start(settings)
+        finally:
+            self._dynamodb_local = self._store.dynamodb_local
+        self._check_cancelled()
         self._runtime.configure(settings)
         bindings = local_stream_bindings(self._app, settings.queues_table,
                                          settings.all_regions)
         targets: list[ExportTarget] = []
         for region in settings.all_regions:
             targets += self._prepare_region(settings, region, bindings, Path(data_dir or ".dmq"))
+            self._check_cancelled()
         if settings.data_dir:
             self.exporter = PeriodicExporter(
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),
@@ -120,7 +133,8 @@ class LocalDmq:
         self.server = LocalServer(self._app, self.options.host, self.options.port,
                                   {**counting.routes(counter), **chaos.routes(self.chaos),
                                    **metrics.routes(self._runtime)},
-                                  HttpLimits.of(settings), self.options.tls)
+                                  HttpLimits.of(settings), self.options.tls,
+                                  self.options.listener)
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for pump in self.pumps:
             pump.start()
@@ -132,6 +146,10 @@ class LocalDmq:
             self.exporter.start()
         self.server.start()
         return self.server.url
+
+    def _check_cancelled(self) -> None:
+        if self.options.cancelled():
+            raise StartCancelledError("starting DMQ")
 
     def _prepare_region(self, settings: Settings, region: str, bindings: list[StreamBinding],
                         data_dir: Path) -> list[ExportTarget]:
@@ -183,6 +201,30 @@ class LocalDmq:
         if self.exporter is not None:
             self.exporter.export_now()
 
+    @property
+    def auth_mode(self) -> str:
+        """open or required (DMQ_AUTH)."""
+        return self.options.settings.auth
+
+    def store_report(self) -> str:
+        """Where DynamoDB Local keeps its database and log, and what it printed last."""
+        process = self._dynamodb_local
+        if process is None:
+            return ""
+        tail = process.output_tail(6).replace("\n", " | ") or "(nothing)"
+        return (f"Its database is in {process.db_path} and its log in {process.log_file}; "
+                f"its last output: {tail}.")
+
+    def kill_store(self) -> None:
+        """Kill DynamoDB Local now (a forced stop): SIGKILL loses nothing it acknowledged."""
+        if self._dynamodb_local is not None:
+            self._dynamodb_local.stop(at_once=True)
+
+    def hurry(self) -> None:
+        """Make a stop under way skip its slow parts (a second Ctrl-C or SIGTERM)."""
+        self._hurried = True
+        self.skip_export()
+
     def stop(self, store_alive: bool = True) -> None:
         """Stop serving; write the last export while the pumps still archive; stop the
         pumps and the scheduler; flush the usage counts; then stop the store.
@@ -199,6 +241,6 @@ class LocalDmq:
         if meter is not None:
             meter.flush()
         if self._store is not None:
-            self._store.stop()
+            self._store.stop(at_once=self._hurried)
             self._store = None
         self._runtime.configure(None)

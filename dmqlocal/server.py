@@ -16,6 +16,7 @@ import socket
 import ssl
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,11 @@ from dmqlocal.http_framing import READ_SIZE, DeadlineSocketIO, read_body
 from dmqlocal.per_thread import serve_from_threads
 
 logger = logging.getLogger("dmq.local")
+# Chalice's local gateway cannot evaluate the IAM authorizer of the admin routes and warns
+# that it lets every request through. DMQ's own middleware (app.py, admin_credentials)
+# checks the admin signature on those routes locally, so the warning would be false.
+warnings.filterwarnings("ignore", message=r".*will be authorized to allow local testing",
+                        category=UserWarning)
 # A local-only GET path answered beside the app: () -> (status, headers, body).
 Route = Callable[[], tuple[int, dict[str, str], Any]]
 MAX_REQUEST_LINE = 65536
@@ -248,13 +254,20 @@ class LocalServer:
 
     def __init__(self, app: Chalice, host: str = "127.0.0.1", port: int = 9324,
                  routes: dict[str, Route] | None = None,
-                 limits: HttpLimits | None = None, tls: ssl.SSLContext | None = None) -> None:
+                 limits: HttpLimits | None = None, tls: ssl.SSLContext | None = None,
+                 listener: socket.socket | None = None) -> None:
         serve_from_threads(app)  # each thread reads its own request, not the last one's
         handler = type("Handler", (_Handler,), {
             "gateway": LocalGateway(app, Config()), "matcher": RouteMatcher(list(app.routes)),
             "routes": dict(routes or {}), "limits": limits or HttpLimits(),
             "https": tls is not None})
-        self._server = _Server((host, port), handler)
+        if listener is None:
+            self._server = _Server((host, port), handler)
+        else:  # bound and listening already (dmqlocal/preflight.py)
+            self._server = _Server(listener.getsockname()[:2], handler, bind_and_activate=False)
+            self._server.socket.close()
+            self._server.socket = listener
+            self._server.server_address = listener.getsockname()[:2]
         self._server.tls = tls
         self._thread: threading.Thread | None = None
 

@@ -17,6 +17,10 @@ from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
 from dmqlocal.embedded import EmbeddedAws
 
 
+def _never() -> bool:
+    return False
+
+
 class StoreKind(enum.Enum):
     """Where the local server keeps its tables."""
 
@@ -39,10 +43,11 @@ class LocalStore:
 
     def __init__(self, kind: StoreKind, data_dir: Path,
                  on_exit: Callable[[int], None] | None = None,
-                 sync_every_write: bool = False) -> None:
+                 sync_every_write: bool = False, cancelled: Callable[[], bool] = _never) -> None:
         self.kind = kind
         self.sync_every_write = sync_every_write
-        self.data_dir = data_dir
+        self.data_dir = data_dir.expanduser().absolute()
+        self._cancelled = cancelled
         self._on_exit = on_exit
         self._memory: EmbeddedAws | None = None
         self.dynamodb_local: DynamoDBLocal | None = None
@@ -64,7 +69,8 @@ class LocalStore:
             return settings
         if self.kind is StoreKind.DYNAMODB_LOCAL:
             self.dynamodb_local = DynamoDBLocal(self.data_dir / "dynamodb", on_exit=self._on_exit,
-                                                sync_every_write=self.sync_every_write)
+                                                sync_every_write=self.sync_every_write,
+                                                cancelled=self._cancelled)
             endpoint = self.dynamodb_local.start()
             settings = replace(settings, dynamodb_endpoint=endpoint,
                                store_credentials=(ACCESS_KEY, SECRET_KEY))
@@ -73,11 +79,12 @@ class LocalStore:
             settings = replace(settings, bodies_dir=str(self.data_dir / "bodies"))
         return settings
 
-    def stop(self) -> None:
-        """Stop what start started (an external store is left alone)."""
+    def stop(self, at_once: bool = False) -> None:
+        """Stop what start started (an external store is left alone); `at_once` kills
+        DynamoDB Local instead of asking it to stop."""
         if self._memory is not None:
             self._memory.stop()
             self._memory = None
         if self.dynamodb_local is not None:
-            self.dynamodb_local.stop()
+            self.dynamodb_local.stop(at_once=at_once)
             self.dynamodb_local = None

@@ -1,0 +1,132 @@
+"""GIVEN `python -m dmqlocal` (what `make run` starts) WHEN what it needs is missing or
+taken THEN it refuses at once, before starting DynamoDB Local, with one paragraph that
+names the port, folder or tool, exit status 1, and no traceback."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.e2e.conftest import ROOT, free_port, server_env
+
+QUICK_S = 10.0  # far less than a DynamoDB Local start; the checks take milliseconds
+
+
+def _run(tmp_path: Path, port: int | None = None, **env: str) -> tuple[int, str, float]:
+    """Run the server to its end; (exit status, what it printed, seconds)."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "dmqlocal", "--port", str(port or free_port())],
+        cwd=ROOT, env={**server_env(), "DMQ_DATA_DIR": str(tmp_path / "data"), **env},
+        capture_output=True, text=True, timeout=60, check=False)
+    return result.returncode, result.stdout + result.stderr, time.monotonic() - started
+
+
+def _one_paragraph(output: str) -> str:
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1, output
+    assert lines[0].startswith("error: "), output
+    return lines[0]
+
+
+def test_a_taken_port_is_refused_at_once(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, output, seconds = _run(tmp_path, port)
+    assert code == 1
+    assert f"Port {port} on 127.0.0.1 is already in use" in _one_paragraph(output)
+    assert seconds < QUICK_S
+    assert not (tmp_path / "data" / "dynamodb").exists()  # nothing was started
+
+
+def test_a_data_folder_in_use_is_refused_with_the_other_pid(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with (folder / "dmq.lock").open("w") as lock:  # held as a running DMQ holds it
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        code, output, seconds = _run(tmp_path)
+    assert code == 1
+    line = _one_paragraph(output)
+    assert f"Another DMQ (pid {os.getpid()})" in line
+    assert str(folder) in line
+    assert seconds < QUICK_S
+
+
+def test_a_data_folder_that_cannot_be_created_is_named(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    code, output, seconds = _run(tmp_path, DMQ_DATA_DIR=str(tmp_path / "a-file" / "data"))
+    assert code == 1
+    line = _one_paragraph(output)
+    assert f"The data folder {tmp_path / 'a-file' / 'data'} cannot be used" in line
+    assert seconds < QUICK_S
+
+
+def test_a_relative_data_folder_is_made_absolute_for_dynamodb_local(tmp_path: Path) -> None:
+    """The default `.dmq` is relative: the message names the absolute folder."""
+    (tmp_path / ".dmq").write_text("a file where the folder should be")
+    result = subprocess.run(
+        [sys.executable, "-m", "dmqlocal", "--port", str(free_port())],
+        cwd=tmp_path, env={**server_env(), "DMQ_DATA_DIR": ".dmq",
+                           "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1
+    assert f"The data folder {tmp_path / '.dmq'} cannot be used" in _one_paragraph(
+        result.stdout + result.stderr)
+
+
+def _path_with(tmp_path: Path, *tools: str) -> str:
+    """A PATH that holds only these tools (links to the real ones)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for tool in tools:
+        found = shutil.which(tool)
+        assert found is not None, tool
+        (folder / tool).symlink_to(found)
+    return str(folder)
+
+
+def test_missing_java_is_named(tmp_path: Path) -> None:
+    code, output, seconds = _run(tmp_path, PATH=_path_with(tmp_path, "npm"))
+    assert code == 1
+    line = _one_paragraph(output)
+    assert "Java was not found on the PATH" in line
+    assert "DMQ_STORE=memory" in line
+    assert seconds < QUICK_S
+
+
+def test_missing_npm_is_named_when_dynamodb_local_is_not_installed(tmp_path: Path) -> None:
+    code, output, seconds = _run(tmp_path, PATH=_path_with(tmp_path, "java"),
+                                 DMQ_TOOLS_DIR=str(tmp_path / "tools"))
+    assert code == 1
+    line = _one_paragraph(output)
+    assert "npm was not found on the PATH" in line
+    assert str(tmp_path / "tools") in line
+    assert seconds < QUICK_S
+
+
+def test_the_memory_store_needs_no_java(tmp_path: Path) -> None:
+    """The checks ask only for what the chosen store needs: memory needs no Java."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dmqlocal", "--port", str(free_port())],
+        cwd=ROOT, env={**server_env(), "DMQ_DATA_DIR": str(tmp_path / "data"),
+                       "DMQ_STORE": "memory", "PATH": _path_with(tmp_path, "git")},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert "DMQ is listening on" in first, first + out
+    assert proc.returncode == 0, first + out
