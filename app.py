@@ -15,6 +15,7 @@ from chalicelib.frontend import (
     admin_auth,
     admin_push,
     authn,
+    browser,
     json_protocol,
     query_protocol,
 )
@@ -42,7 +43,16 @@ SQS_CONTENT_TYPES = [
 @app.route("/", methods=["POST", "GET"], content_types=SQS_CONTENT_TYPES)
 @observability.flushed
 def sqs() -> Response:
-    """Every SQS action, in the AWS JSON 1.0 protocol or the Query protocol."""
+    """Every SQS action, in the AWS JSON 1.0 protocol or the Query protocol; a browser's
+    bare `GET /` is sent to the console."""
+    request = app.current_request
+    query = request.query_params if request is not None else None
+    pairs = [(k, v) for k in query for v in query.getlist(k)] if query else []
+    redirect = browser.console_redirect(request.method, dict(request.headers), pairs) \
+        if request is not None else None
+    if redirect is not None:
+        return Response(body='<a href="console">DMQ console</a>', status_code=302,
+                        headers=redirect)
     return _serve_sqs("/")
 
 
