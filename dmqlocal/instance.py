@@ -42,7 +42,8 @@ class DataFolder:
     def claim(self) -> None:
         """Create the folder, check it is writable, and lock it for this process."""
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.path.chmod(0o700)  # what older versions left 0755 is private too
             fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise DataFolderError(self._unusable(exc)) from exc

@@ -29,11 +29,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--store", default=os.environ.get("DMQ_STORE") or "dynamodb-local",
                         help="dynamodb-local (default: keeps its data under --data-dir) or "
                              "memory (keeps nothing); DMQ_DYNAMODB_ENDPOINT overrides both")
-    parser.add_argument("--sync", choices=("second", "always"), default=os.environ.get("DMQ_DYNAMODB_LOCAL_SYNC") or "second",
+    parser.add_argument("--sync", choices=("second", "always"),
+                        default=os.environ.get("DMQ_DYNAMODB_LOCAL_SYNC") or "second",
                         help="DynamoDB Local's disk syncs: second (default: once a second; a "
                              "crash of either process loses nothing) or always (every write: "
                              "slow; also survives a power cut)")
-    parser.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("DMQ_LOG_FORMAT") or "text",
+    parser.add_argument("--log-format", choices=("text", "json"),
+                        default=os.environ.get("DMQ_LOG_FORMAT") or "text",
                         help="text (default) or json: one JSON object per log line, with "
                              "the request's id, action, account and queue (DMQ_LOG_FORMAT)")
     parser.add_argument("--tls", action="store_true",
@@ -91,6 +93,9 @@ def run(argv: list[str] | None, requests: StopRequests) -> int:
     except (ValueError, ConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # What DMQ and DynamoDB Local create (the database, bodies, keys, checkpoints, logs)
+    # is for this user only: files 0600, folders 0700.
+    os.umask(0o077)
     try:
         folder, listener = _claim(args, store)
     except (DataFolderError, PreflightError) as exc:

@@ -13,8 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from chalicelib.settings import Settings
-from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
+from dmqlocal.dynamodb_local import DynamoDBLocal
 from dmqlocal.embedded import EmbeddedAws
+from dmqlocal.store_key import store_access_key
 
 
 def _never() -> bool:
@@ -71,9 +72,10 @@ class LocalStore:
             self.dynamodb_local = DynamoDBLocal(self.data_dir / "dynamodb", on_exit=self._on_exit,
                                                 sync_every_write=self.sync_every_write,
                                                 cancelled=self._cancelled)
+            key = store_access_key(self.data_dir, self.data_dir / "dynamodb")
             endpoint = self.dynamodb_local.start()
             settings = replace(settings, dynamodb_endpoint=endpoint,
-                               store_credentials=(ACCESS_KEY, SECRET_KEY))
+                               store_credentials=(key, key))
         if settings.s3_endpoint is None and settings.bodies_dir is None:
             # Large bodies stay durable beside the tables, unless an S3 endpoint is given.
             settings = replace(settings, bodies_dir=str(self.data_dir / "bodies"))

@@ -13,7 +13,7 @@ CONSOLE = "console"  # relative: under a deployed stage it stays under the stage
 
 
 def console_redirect(method: str, headers: Mapping[str, str],
-                     query: Sequence[tuple[str, str]]) -> dict[str, str] | None:
+                     query: Sequence[tuple[str, str]]) -> dict[str, str | list[str]] | None:
     """The redirect's headers for a browser's bare `GET /`; None for anything else."""
     if method != "GET" or query:
         return None
