@@ -95,10 +95,11 @@ fuzz: $(STAMP) $(DDBLOCAL)
 soak: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.soak $(SOAK_ARGS)
 
-# `dmq` against the DMQ that `make run PORT=...` started: make admin ARGS="queues list"
-# (with TLS=1, over HTTPS: SSL_CERT_FILE=.dmq/tls/ca.pem make admin TLS=1 ARGS="queues list")
+# `dmq` against the local DMQ: make admin ARGS="queues list". dmq finds the server that
+# `make run` started by itself (the server.json in its data folder, with the CA file when
+# it serves TLS); PORT=, HOST= or TLS=1 given here name the address instead.
 admin: $(STAMP)
-	$(VENV)/bin/dmq --endpoint $(if $(TLS)$(TLS_CERT),https,http)://$(HOST):$(PORT) $(ARGS)
+	$(VENV)/bin/dmq $(if $(filter-out file default,$(origin PORT) $(origin HOST))$(TLS)$(TLS_CERT),--endpoint $(if $(TLS)$(TLS_CERT),https,http)://$(HOST):$(PORT)) $(ARGS)
 
 # 10,000 messages, 8 producers and 8 consumers against DMQ with 5% of its DynamoDB calls
 # failed (throttles, timeouts after the write, failed conditions), then the Spark lifecycle

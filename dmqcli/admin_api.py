@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
-from dmqcli.errors import CliError, unreachable
+from dmqcli.errors import CONNECT_HINT, CliError, unreachable
 
 if TYPE_CHECKING:
     from botocore.credentials import Credentials
@@ -30,30 +31,42 @@ def signed_headers(credentials: Credentials | None, region: str, method: str, ur
     return dict(request.headers.items())
 
 
-def _error_line(status: int, text: str, route: str, error_type: str | None = None) -> str:
-    """The server's error as `code: message (HTTP status)`, whatever shape it came in
-    (API Gateway's own errors carry their code in the `x-amzn-ErrorType` header)."""
+def parse_error(status: int, text: str, route: str,
+                error_type: str | None = None) -> tuple[str | None, str]:
+    """The server's error code (when it gave one) and its line `code: message (HTTP
+    status)`, whatever shape it came in (API Gateway's own errors carry their code in the
+    `x-amzn-ErrorType` header)."""
     try:
         body = json.loads(text)
     except ValueError:
         body = None
     if not isinstance(body, dict):
         if status == 404:
-            return f"{route}: this endpoint has no such route (HTTP 404)"
-        return f"HTTP {status}: {text.strip()[:300] or 'no body'}"
+            return None, f"{route}: this endpoint has no such route (HTTP 404)"
+        return None, f"HTTP {status}: {text.strip()[:300] or 'no body'}"
     code = str(body.get("code") or body.get("Code") or body.get("__type")
-               or (error_type or "").partition(":")[0] or "Error")
+               or (error_type or "").partition(":")[0] or "Error").rpartition("#")[2]
     message = body.get("message") or body.get("Message") or json.dumps(body)[:300]
-    return f"{code.rpartition('#')[2]}: {message} (HTTP {status})"
+    return code, f"{code}: {message} (HTTP {status})"
+
+
+def _error_line(status: int, text: str, route: str, error_type: str | None = None) -> str:
+    """The server's error as one line (see parse_error)."""
+    return parse_error(status, text, route, error_type)[1]
 
 
 class AdminApi:
     """Calls the admin routes of one endpoint; each call returns the route's JSON."""
 
-    def __init__(self, endpoint: str, region: str, credentials: Credentials | None) -> None:
+    def __init__(self, endpoint: str, region: str, credentials: Credentials | None,
+                 ca: str | None = None, connect_hint: str = CONNECT_HINT) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.region = region
         self.credentials = credentials
+        self.connect_hint = connect_hint
+        # An https endpoint is verified with the local server's CA file when it has one,
+        # else with the system's (which SSL_CERT_FILE can point elsewhere).
+        self._ssl = ssl.create_default_context(cafile=ca) if ca else None
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None,
              query: dict[str, str] | None = None) -> Any:
@@ -66,14 +79,17 @@ class AdminApi:
         request = urllib.request.Request(url, data=data if body is not None else None,
                                          headers=headers, method=method)
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S,
+                                        context=self._ssl) as response:
                 text = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")
-            raise CliError(_error_line(exc.code, detail, f"{method} {path}",
-                                       exc.headers.get("x-amzn-ErrorType"))) from None
+            code, line = parse_error(exc.code, detail, f"{method} {path}",
+                                     exc.headers.get("x-amzn-ErrorType"))
+            raise CliError(line, code=code, admin=True) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise unreachable(self.endpoint, getattr(exc, "reason", exc)) from None
+            raise unreachable(self.endpoint, getattr(exc, "reason", exc),
+                              self.connect_hint) from None
         try:
             return json.loads(text) if text else {}
         except ValueError:
@@ -83,9 +99,10 @@ class AdminApi:
         """GET a route."""
         return self.call("GET", path, query=query)
 
-    def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+    def post(self, path: str, body: dict[str, Any] | None = None,
+             query: dict[str, str] | None = None) -> Any:
         """POST to a route (an empty JSON object when no body is given)."""
-        return self.call("POST", path, body if body is not None else {})
+        return self.call("POST", path, body if body is not None else {}, query)
 
     def put(self, path: str, body: dict[str, Any]) -> Any:
         """PUT a route."""
@@ -100,7 +117,7 @@ def without_route(error: CliError, hint: str) -> CliError:
     """The error with a hint added when the endpoint does not serve the route at all: the
     local server answers 404, API Gateway 403 MissingAuthenticationToken."""
     if "HTTP 404" in error.message or "MissingAuthenticationToken" in error.message:
-        return CliError(f"{error.message} ({hint})", error.status)
+        return CliError(f"{error.message} ({hint})", error.status, error.code, error.admin)
     return error
 
 

@@ -1,28 +1,28 @@
-"""What every command needs: the endpoint, the AWS session, the SQS client, the admin API,
-the output, and how a queue given on the command line becomes a queue URL."""
+"""What every command needs: where DMQ is, the AWS session and the credentials that sign,
+the SQS client, the admin API, the output, and how a queue given on the command line
+becomes a queue URL."""
 
 from __future__ import annotations
 
-import os
 import urllib.parse
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from dmqcli.admin_api import AdminApi, quote
+from dmqcli.credentials import Signer, credential_error, find_signer, is_credential_error
+from dmqcli.discovery import Target
 from dmqcli.errors import USAGE, CliError
 from dmqcli.output import Output
 
 if TYPE_CHECKING:
     import boto3
+    import botocore.session
 
-DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 DEFAULT_REGION = "us-east-1"
-
-
-def default_endpoint() -> str:
-    """DMQ_ENDPOINT, else the local server's default address."""
-    return os.environ.get("DMQ_ENDPOINT") or DEFAULT_ENDPOINT
+# Providers that ask the network for credentials: no local server knows their keys, and
+# on a machine outside AWS they only add a timeout to every run without credentials.
+NETWORK_PROVIDERS = ("iam-role", "container-role")
 
 
 @dataclass(frozen=True)
@@ -65,19 +65,45 @@ def _owner_and_name(text: str) -> tuple[str | None, str]:
 class Context:
     """The settings of one run of `dmq`, and the clients built from them on first use."""
 
-    def __init__(self, endpoint: str, profile: str | None, region: str | None,
+    def __init__(self, target: Target | str, profile: str | None, region: str | None,
                  as_json: bool) -> None:
-        self.endpoint = endpoint
+        self.target = target if isinstance(target, Target) else Target(target)
         self.profile = profile
         self._region = region
         self.output = Output(as_json)
 
+    @property
+    def endpoint(self) -> str:
+        """The endpoint's URL."""
+        return self.target.url
+
     @cached_property
+    def _sessions(self) -> tuple[boto3.session.Session, botocore.session.Session]:
+        import boto3  # loaded when a command runs: usage errors and --help stay quick
+        import botocore.session
+
+        core = botocore.session.Session()
+        session = boto3.session.Session(botocore_session=core, profile_name=self.profile)
+        if self.target.loopback:
+            resolver = core.get_component("credential_provider")
+            for name in NETWORK_PROVIDERS:
+                resolver.remove(name)
+        return session, core
+
+    @property
     def session(self) -> boto3.session.Session:
         """The AWS session: the AWS CLI's credential chain, with `--profile`."""
-        import boto3  # loaded when a command runs: usage errors and --help stay quick
+        return self._sessions[0]
 
-        return boto3.session.Session(profile_name=self.profile)
+    @property
+    def botocore_session(self) -> botocore.session.Session:
+        """The botocore session under `session` (its config and credential chain)."""
+        return self._sessions[1]
+
+    @cached_property
+    def signer(self) -> Signer:
+        """The credentials that sign (placeholders for a local server that needs none)."""
+        return find_signer(self.botocore_session, self.target)
 
     @property
     def region(self) -> str:
@@ -92,13 +118,23 @@ class Context:
         # Long polls wait up to 20 s, so reads may take a little longer; one retry at most.
         config = Config(connect_timeout=5, read_timeout=30,
                         retries={"mode": "standard", "total_max_attempts": 2})
-        return self.session.client("sqs", endpoint_url=self.endpoint, region_name=self.region,
-                                   config=config)
+        signer = self.signer
+        return self.session.client(
+            "sqs", endpoint_url=self.endpoint, region_name=self.region, config=config,
+            verify=self.target.ca, aws_access_key_id=signer.access_key,
+            aws_secret_access_key=signer.secret_key, aws_session_token=signer.token)
 
     @cached_property
     def admin(self) -> AdminApi:
-        """The admin API of the endpoint, signed with the session's credentials."""
-        return AdminApi(self.endpoint, self.region, self.session.get_credentials())
+        """The admin API of the endpoint, signed with the same credentials."""
+        return AdminApi(self.endpoint, self.region, self.signer.credentials(),
+                        ca=self.target.ca, connect_hint=self.target.connect_hint())
+
+    def explain(self, error: CliError) -> CliError:
+        """A failure as the user should read it: a refused credential names the one needed."""
+        if not is_credential_error(error):
+            return error
+        return credential_error(error, self.signer, self.target, self.botocore_session)
 
     def queue(self, text: str) -> QueueRef:
         """A queue from its URL, its ARN, `<account>/<name>` or its name (of the caller)."""

@@ -1,20 +1,25 @@
+# PYTHON_ARGCOMPLETE_OK (shell completion: see docs/cli.md)
 """`dmq`: the command line, and the one place that turns failures into a line and a status.
 
-    dmq [--endpoint URL] [--profile NAME] [--region REGION] [--json] GROUP ACTION ...
+    dmq GROUP ACTION ... [--endpoint URL] [--profile NAME] [--region REGION] [--json]
 
 Exit status: 0 done; 1 the service or the connection failed (or an audit found a lost
-message); 2 the command line or the local configuration is wrong.
+message, or a confirmation was declined); 2 the command line or the local configuration
+is wrong.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from dmqcli.argv import MissingValue, add_global_options, hoist
 from dmqcli.commands import (
     clusters,
+    config,
     data,
     dlq,
     keys,
@@ -24,33 +29,49 @@ from dmqcli.commands import (
     stats,
     subscriptions,
 )
-from dmqcli.context import DEFAULT_ENDPOINT, Context, default_endpoint
+from dmqcli.context import Context
+from dmqcli.discovery import resolve
 from dmqcli.errors import SERVICE, CliError, from_botocore
-from dmqcli.parsing import Parser
+from dmqcli.parsing import Parser, examples
+from dmqcli.settings import CliSettings
 
-GROUPS = (queues, messages, stats, dlq, subscriptions, keys, regions, clusters, data)
+GROUPS = (queues, messages, stats, dlq, subscriptions, keys, regions, clusters, data, config)
 INTERRUPTED = 130
+EPILOG = examples(
+    "dmq queues list                         # the local server, found by itself",
+    "dmq queues create orders -a VisibilityTimeout=60",
+    "dmq messages peek orders --json",
+    "dmq queues purge orders --yes           # asks first on a terminal",
+    "dmq queues list --endpoint https://ID.execute-api.eu-west-1.amazonaws.com/api "
+    "--profile ops",
+) + """
+
+The global options go anywhere on the line. The endpoint is --endpoint (or --endpoint-url),
+else $DMQ_ENDPOINT, else the address the running local server wrote to its data folder
+($DMQ_DATA_DIR, default .dmq: server.json), else http://127.0.0.1:9324 (`dmq config`
+shows which). Requests are signed with the AWS CLI's credentials (environment, --profile,
+~/.aws); a local server in the open mode needs none.
+
+exit status: 0 done; 1 the service or the connection failed; 2 the command line or the
+local configuration is wrong."""
 
 
 def build_parser() -> Parser:
     """Every option and subcommand."""
-    parser = Parser(prog="dmq", description="Operate DMQ: queues, messages, DLQ redrives, "
-                    "push subscriptions, keys, regions, clusters, exports and audits.")
-    parser.add_argument("--endpoint", default=default_endpoint(),
-                        help=f"DMQ's URL (default $DMQ_ENDPOINT, else {DEFAULT_ENDPOINT})")
-    parser.add_argument("--profile", help="the AWS profile whose credentials sign requests")
-    parser.add_argument("--region", help="the region to sign for (default: the profile's or "
-                        "AWS_DEFAULT_REGION, else us-east-1)")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser = Parser(prog="dmq", allow_abbrev=False, epilog=EPILOG,
+                    description="Operate DMQ: queues, messages, DLQ redrives, push "
+                                "subscriptions, keys,\nregions, clusters, exports and audits.")
+    add_global_options(parser)
     parser.add_argument("--version", action="version", version=f"dmq {_version()}")
     sub = parser.add_subparsers(dest="group", required=True, metavar="COMMAND",
                                 parser_class=Parser)
     for group in GROUPS:
         group.register(sub)
-    for leaf in _leaves(parser):
-        if leaf is not parser:  # `--json` also after the command, where scripts put it
-            leaf.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                              help="print JSON for scripts")
+    for child in sub.choices.values():
+        for command in {child, *_leaves(child)}:
+            add_global_options(command, shown_only=True)
+        if child.epilog is None:
+            child.epilog = _group_examples(child)
     return parser
 
 
@@ -64,40 +85,73 @@ def _version() -> str:
         return "(not installed: run from the source tree)"
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [child for action in parser._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for child in action.choices.values()]
+
+
 def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     """The parsers of the commands that run something (those without subcommands)."""
-    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
+    children = _subparsers(parser)
+    if not children:
         return [parser]
-    return [leaf for action in subs for child in action.choices.values()
-            for leaf in _leaves(child)]
+    return [leaf for child in children for leaf in _leaves(child)]
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def _group_examples(group: argparse.ArgumentParser) -> str | None:
+    """A group's examples: the first of each of its commands'."""
+    lines = [leaf.epilog.splitlines()[1].strip() for leaf in _subparsers(group)
+             if leaf.epilog and leaf.epilog.startswith("examples:")]
+    return examples(*lines) if lines else None
+
+
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's completion request, when this run is one (argcomplete)."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ImportError:
+        return
+    argcomplete.autocomplete(parser)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line; a mistake ends with one line on stderr and status 2."""
-    return build_parser().parse_args(argv)
+    parser = build_parser()
+    _complete(parser)
+    tokens = sys.argv[1:] if argv is None else argv
+    try:
+        hoisted = hoist(tokens)
+    except MissingValue as exc:
+        parser.error(str(exc))
+    return parser.parse_args(hoisted)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the parsed command; failures are raised as CliError."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    ctx = Context(args.endpoint, args.profile, args.region, args.json)
+    target = resolve(args.endpoint, CliSettings.from_env())
+    ctx = Context(target, args.profile, args.region, args.json)
     func: Callable[[Context, argparse.Namespace], Any] = args.func
     try:
         status = func(ctx, args)
     except (ClientError, BotoCoreError) as exc:
-        raise from_botocore(exc, ctx.endpoint) from None
+        raise ctx.explain(from_botocore(exc, target.url, target.connect_hint())) from None
+    except CliError as exc:
+        raise ctx.explain(exc) from None
     return status if isinstance(status, int) else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """The `dmq` console script."""
     args = parse_args(argv)
     try:
         return run(args)
     except CliError as exc:
-        print(f"dmq: error: {exc.message}", file=sys.stderr)
+        print(f"dmq: {exc.label}: {exc.message}", file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
         print("dmq: interrupted", file=sys.stderr)

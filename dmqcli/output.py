@@ -1,10 +1,12 @@
-"""Output: rich tables for people, JSON for scripts (`--json`)."""
+"""Output: rich tables for people, JSON for scripts (`--json`). Tables show times as ISO
+8601 in UTC; JSON keeps the service's values (epoch milliseconds or seconds)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,6 +21,34 @@ def console() -> Console:
 
     return Console(width=None if sys.stdout.isatty() else WIDE, highlight=False,
                    soft_wrap=False)
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value.isdigit():
+        return float(value)
+    return None
+
+
+def iso_ms(value: Any, scale: float = 1000.0) -> Any:
+    """Epoch milliseconds (or seconds with scale=1) as ISO 8601 UTC, e.g.
+    2026-11-25T15:27:03.123Z; anything that is no epoch number is returned as it is."""
+    epoch = _epoch(value)
+    if epoch is None:
+        return value
+    try:
+        moment = datetime.fromtimestamp(epoch / scale, UTC)
+    except (OverflowError, OSError, ValueError):
+        return value
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso_s(value: Any) -> Any:
+    """Epoch seconds (SQS's CreatedTimestamp, LastModifiedTimestamp) as ISO 8601 UTC."""
+    return iso_ms(value, scale=1.0)
 
 
 def cell(value: Any) -> str:
@@ -57,6 +87,9 @@ class Output:
             table.add_row(*(cell(v) for v in row))
         console().print(table)
 
-    def fields(self, data: dict[str, Any], title: str | None = None) -> None:
-        """One record: JSON when asked, else a two-column table of its fields."""
-        self.table(data, ("field", "value"), sorted(data.items()), title=title)
+    def fields(self, data: dict[str, Any], title: str | None = None,
+               times_ms: Collection[str] = ()) -> None:
+        """One record: JSON when asked, else a two-column table of its fields (those named
+        in `times_ms` shown as times)."""
+        rows = ((k, iso_ms(v) if k in times_ms else v) for k, v in sorted(data.items()))
+        self.table(data, ("field", "value"), rows, title=title)

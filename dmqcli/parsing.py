@@ -7,17 +7,27 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from dmqcli.errors import USAGE
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error printed as one line and exit status 2."""
+    """argparse, with a usage error printed as one line and exit status 2, and epilogs
+    (the examples) printed as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(USAGE)
+
+
+def examples(*lines: str) -> str:
+    """An epilog of example command lines."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def bounded_int(low: int, high: int) -> Callable[[str], int]:

@@ -1,8 +1,9 @@
 """Simulated region failure, served by the local server only.
 
 `POST /admin/regions/{region}/down|up|tick` marks a region down or up, or runs its
-manager now. The routes are added to the app when the local runner starts, so a deployed
-stage has none: on AWS a region fails by itself.
+manager now (marking the last healthy region down is refused unless `?force=true`).
+The routes are added to the app when the local runner starts, so a deployed stage has
+none: on AWS a region fails by itself.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from chalice import Chalice, IAMAuthorizer, Response
 
-from chalicelib.frontend.admin_regions import regions_view
+from chalicelib.frontend.admin_regions import check_failover, regions_view
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.runtime import Runtime
 from chalicelib.service.exceptions import InvalidParameterValueError
@@ -27,13 +28,17 @@ def _region(runtime: Runtime, region: str) -> str:
     return region
 
 
-def mark_region(runtime: Runtime, region: str, up: bool) -> dict[str, Any]:
-    """Mark a region down (its requests, streams and heartbeats stop) or up again.
+def mark_region(runtime: Runtime, region: str, up: bool, force: bool = False) -> dict[str, Any]:
+    """Mark a region down (its requests, streams and heartbeats stop) or up again; down is
+    refused when no other healthy region can take over, unless forced.
 
     Coming back, the region's manager runs at once: it adopts newer queue records from
     its peers, so it forwards those queues to their new home instead of serving them.
     """
-    runtime.health.mark(_region(runtime, region), up)
+    _region(runtime, region)
+    if not up:
+        check_failover(runtime, region, force)
+    runtime.health.mark(region, up)
     if up:
         runtime.failover(region).tick()
     return regions_view(runtime)
@@ -46,14 +51,15 @@ def failover_tick(runtime: Runtime, region: str) -> dict[str, Any]:
             "resynced": report.resynced, "recovered": report.recovered}
 
 
-def set_region_state(runtime: Runtime, region: str, state: str) -> Response:
+def set_region_state(runtime: Runtime, region: str, state: str,
+                     force: bool = False) -> Response:
     """One simulation request, answered in the admin routes' shape."""
     if state not in STATES:
         return Response(body={"code": "InvalidParameterValue",
                               "message": "state must be down, up or tick"}, status_code=400)
     try:
         body = (failover_tick(runtime, region) if state == "tick"
-                else mark_region(runtime, region, state == "up"))
+                else mark_region(runtime, region, state == "up", force))
     except Exception as exc:  # noqa: BLE001 - mapped like every SQS error
         error = to_sqs_error(exc)
         return Response(body={"code": error.code, "message": error.message},
@@ -76,6 +82,9 @@ def install(app: Chalice, runtime: Runtime) -> None:
     def admin_region_state(region: str, state: str) -> Response:
         """Admin (local only): mark a region `down` or `up`, or run its manager (`tick`)."""
         assert _Target.runtime is not None
-        return set_region_state(_Target.runtime, region, state)
+        request = app.current_request
+        params = request.query_params if request is not None else None
+        force = params is not None and params.get("force", "").lower() in ("true", "1")
+        return set_region_state(_Target.runtime, region, state, force)
 
     app.route(PATH, methods=["POST"], authorizer=IAMAuthorizer())(admin_region_state)

@@ -1,5 +1,6 @@
 """The admin view of regions: health, heartbeats, which queues each is home to, and the
-replication lag. (Marking a region down or up is a local simulation: `dmqlocal`.)"""
+replication lag; and the rule a simulated region failure must pass. (Marking a region
+down or up is a local simulation: `dmqlocal`.)"""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from chalicelib.domain.exceptions import StoreError
 from chalicelib.runtime import Runtime
+from chalicelib.service.exceptions import FailoverRefusedError
 
 
 def regions_view(runtime: Runtime) -> dict[str, Any]:
@@ -28,3 +30,21 @@ def regions_view(runtime: Runtime) -> dict[str, Any]:
                      "home_of_replicated_queues": homes})
     return {"regions": rows, "replication_lag_ms": runtime.lag.summary(),
             "sync_replica_write_failures": runtime.lag.sync_faults()}
+
+
+def takeover_regions(runtime: Runtime, region: str) -> list[str]:
+    """The deployment's other regions that are up: those that could take over `region`."""
+    return [r for r in runtime.settings.all_regions if r != region and runtime.health.up(r)]
+
+
+def check_failover(runtime: Runtime, region: str, force: bool = False) -> None:
+    """Refuse to mark an up region down when no other healthy region can take over its
+    queues, unless forced: nothing would serve them, and every request to it would be
+    ServiceUnavailable until the region is restored."""
+    if force or not runtime.health.up(region) or takeover_regions(runtime, region):
+        return
+    regions = ", ".join(runtime.settings.all_regions)
+    raise FailoverRefusedError(
+        f"No other healthy region can take over from {region} (this deployment's regions: "
+        f"{regions}): marking it down would answer every request to it with "
+        "ServiceUnavailable until it is restored; force=true marks it down anyway.")

@@ -180,6 +180,13 @@ class ServiceUnavailableError(SqsError):
     sender_fault = False
 
 
+class FailoverRefusedError(SqsError):
+    """Marking a region down would leave no healthy region to take over its queues."""
+
+    code = "FailoverRefused"
+    status = 409
+
+
 class InternalError(SqsError):
     """An unexpected failure inside DMQ."""
 

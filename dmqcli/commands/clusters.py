@@ -9,7 +9,8 @@ from typing import Any
 from dmqcli.admin_api import quote
 from dmqcli.commands.queues import QUEUE_HELP
 from dmqcli.context import Context
-from dmqcli.parsing import bounded_int, non_negative
+from dmqcli.output import iso_ms
+from dmqcli.parsing import bounded_int, examples, non_negative
 
 MAX_SHARDS = 64  # the service's limit (chalicelib.service.shards.MAX_SHARDS)
 
@@ -31,8 +32,8 @@ def _capacity(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def _shards_table(ctx: Context, record: dict[str, Any]) -> None:
-    ctx.output.table(record, ("shard", "cluster", "state", "draining since ms"),
-                     ((s["id"], s["cluster"], s["state"], s.get("draining_since_ms"))
+    ctx.output.table(record, ("shard", "cluster", "state", "draining since"),
+                     ((s["id"], s["cluster"], s["state"], iso_ms(s.get("draining_since_ms")))
                       for s in record["shards"]),
                      title=f"{record['queue_id']}: {record['shard_count']} active shard(s)")
 
@@ -55,24 +56,29 @@ def register(sub: Any) -> None:
     """Add `clusters` and `shards`."""
     clusters = sub.add_parser("clusters", help="clusters: capacity, utilization, queues")
     actions = clusters.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="every cluster").set_defaults(func=_list)
+    actions.add_parser("list", help="every cluster", epilog=examples(
+        "dmq clusters list", "dmq clusters list --json")).set_defaults(func=_list)
     capacity = actions.add_parser("capacity", help="set a cluster's capacity in active shards "
-                                                   "(0 stops placing queues there)")
+                                                   "(0 stops placing queues there)",
+                                  epilog=examples("dmq clusters capacity c2 8"))
     capacity.add_argument("cluster")
     capacity.add_argument("capacity", type=non_negative)
     capacity.set_defaults(func=_capacity)
 
     shards = sub.add_parser("shards", help="a queue's shards: show, scale, split")
     actions = shards.add_subparsers(dest="action", required=True, metavar="ACTION")
-    show = actions.add_parser("show", help="a queue's shards and clusters")
+    show = actions.add_parser("show", help="a queue's shards and clusters",
+                              epilog=examples("dmq shards show orders"))
     show.add_argument("queue", help=QUEUE_HELP)
     show.set_defaults(func=_show)
-    scale = actions.add_parser("set", help="scale a queue to COUNT shards (scale-in drains)")
+    scale = actions.add_parser("set", help="scale a queue to COUNT shards (scale-in drains)",
+                               epilog=examples("dmq shards set orders 4"))
     scale.add_argument("queue", help=QUEUE_HELP)
     scale.add_argument("count", type=bounded_int(1, MAX_SHARDS), help=f"1 to {MAX_SHARDS}")
     scale.set_defaults(func=_set)
     split = actions.add_parser("split", help="spread a hot queue onto another cluster "
-                                             "(needs DMQ_CLUSTERS on the server)")
+                                             "(needs DMQ_CLUSTERS on the server)",
+                               epilog=examples("dmq shards split orders --cluster c2"))
     split.add_argument("queue", help=QUEUE_HELP)
     split.add_argument("--cluster", help="default: the placement ring's choice")
     split.set_defaults(func=_split)

@@ -9,6 +9,7 @@ from typing import Any
 from dmqcli.admin_api import without_route
 from dmqcli.context import Context
 from dmqcli.errors import CliError
+from dmqcli.parsing import examples
 
 ON_AWS = ("on AWS, export the messages tables with DynamoDB's ExportTableToPointInTime "
           "(aws dynamodb export-table-to-point-in-time --s3-prefix exports/<table>/<region>)")
@@ -32,11 +33,14 @@ def _audit(ctx: Context, args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add `export` and `audit`."""
     export = sub.add_parser("export", help="write a table export of every table now "
-                                           "(local server; what the audit judges by)")
+                                           "(local server; what the audit judges by)",
+                            epilog=examples("dmq export", "dmq export --json"))
     export.set_defaults(func=_export)
     from dmqlocal.audit import add_arguments
 
     audit = sub.add_parser("audit", help="run the Spark audits over the local data folder "
-                                         "(no endpoint needed)")
+                                         "(no endpoint needed)",
+                           epilog=examples("dmq audit", "dmq audit --data-dir /tmp/dmq-data "
+                                           "--job usage_report"))
     add_arguments(audit)
     audit.set_defaults(func=_audit)

@@ -10,7 +10,8 @@ from typing import Any
 from dmqcli.commands.queues import QUEUE_HELP
 from dmqcli.context import Context
 from dmqcli.errors import CliError
-from dmqcli.parsing import bounded_int, non_negative
+from dmqcli.output import iso_ms
+from dmqcli.parsing import bounded_int, examples, non_negative
 
 POLL_S = 0.5
 ENDED = ("COMPLETED", "CANCELLED", "FAILED")
@@ -55,7 +56,7 @@ def _watch(ctx: Context, source_arn: str, timeout_s: float) -> dict[str, Any]:
 
 def _show(ctx: Context, task: dict[str, Any]) -> None:
     task = {k: v for k, v in task.items() if k != "ResponseMetadata"}
-    ctx.output.fields(task, title="message move task")
+    ctx.output.fields(task, title="message move task", times_ms=("StartedTimestamp",))
 
 
 def _redrive(ctx: Context, args: argparse.Namespace) -> None:
@@ -82,10 +83,10 @@ def _tasks(ctx: Context, args: argparse.Namespace) -> None:
     source = ctx.queue_arn(args.queue)
     results = ctx.sqs.list_message_move_tasks(SourceArn=source, MaxResults=10)["Results"]
     ctx.output.table(
-        {"Results": results}, ("status", "moved", "to move", "destination", "started ms"),
+        {"Results": results}, ("status", "moved", "to move", "destination", "started"),
         ((r["Status"], r.get("ApproximateNumberOfMessagesMoved"),
           r.get("ApproximateNumberOfMessagesToMove"), r.get("DestinationArn", "(origins)"),
-          r.get("StartedTimestamp")) for r in results), empty="(no tasks)")
+          iso_ms(r.get("StartedTimestamp"))) for r in results), empty="(no tasks)")
 
 
 def _cancel(ctx: Context, args: argparse.Namespace) -> None:
@@ -99,7 +100,10 @@ def register(sub: Any) -> None:
     dlq = sub.add_parser("dlq", help="redrive dead-letter queues")
     actions = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
     redrive = actions.add_parser("redrive", help="move a DLQ's messages back to their source "
-                                                 "queues (or --destination), with progress")
+                                                 "queues (or --destination), with progress",
+                                 epilog=examples("dmq dlq redrive orders-dlq",
+                                                 "dmq dlq redrive orders-dlq --destination "
+                                                 "orders-retry --rate 50 --no-wait"))
     redrive.add_argument("queue", help=f"the dead-letter queue: {QUEUE_HELP}")
     redrive.add_argument("--destination", help="move to this queue instead of the sources")
     redrive.add_argument("--rate", type=bounded_int(1, 500),
@@ -110,9 +114,11 @@ def register(sub: Any) -> None:
     redrive.add_argument("--no-wait", action="store_true",
                          help="start the task and print its handle, without watching")
     redrive.set_defaults(func=_redrive)
-    tasks = actions.add_parser("tasks", help="a DLQ's recent move tasks (newest first)")
+    tasks = actions.add_parser("tasks", help="a DLQ's recent move tasks (newest first)",
+                               epilog=examples("dmq dlq tasks orders-dlq"))
     tasks.add_argument("queue", help=f"the dead-letter queue: {QUEUE_HELP}")
     tasks.set_defaults(func=_tasks)
-    cancel = actions.add_parser("cancel", help="cancel a running move task")
+    cancel = actions.add_parser("cancel", help="cancel a running move task",
+                                epilog=examples("dmq dlq cancel TASK_HANDLE"))
     cancel.add_argument("task_handle")
     cancel.set_defaults(func=_cancel)

@@ -9,7 +9,8 @@ from typing import Any
 from dmqcli.commands.queues import QUEUE_HELP
 from dmqcli.context import Context
 from dmqcli.errors import CliError
-from dmqcli.parsing import bounded_int, key_value
+from dmqcli.output import iso_ms
+from dmqcli.parsing import bounded_int, examples, key_value
 
 MAX_PEEK = 100  # the admin API's limit (chalicelib.frontend.admin.MAX_PEEK)
 PREVIEW_CHARS = 60
@@ -23,8 +24,8 @@ def _preview(body: str) -> str:
 def _peek(ctx: Context, args: argparse.Namespace) -> None:
     data = ctx.admin.get(f"{ctx.admin_path(args.queue)}/messages", {"limit": str(args.limit)})
     ctx.output.table(
-        data, ("message id", "receives", "sent ms", "visible at ms", "body"),
-        ((m["message_id"], m["receive_count"], m["sent_ms"], m["visible_at"],
+        data, ("message id", "receives", "sent", "visible at", "body"),
+        ((m["message_id"], m["receive_count"], iso_ms(m["sent_ms"]), iso_ms(m["visible_at"]),
           _preview(m["body"]) + ("…" if m["body_truncated"] else ""))
          for m in data["messages"]),
         title=data["queue_id"], empty="(no messages)")
@@ -85,12 +86,16 @@ def register(sub: Any) -> None:
     messages = sub.add_parser("messages", help="peek at, send and receive messages")
     actions = messages.add_subparsers(dest="action", required=True, metavar="ACTION")
     peek = actions.add_parser("peek", help="the oldest messages, read without receiving them "
-                                           "(no receive is counted, nothing is hidden)")
+                                           "(no receive is counted, nothing is hidden)",
+                              epilog=examples("dmq messages peek orders --limit 20",
+                                              "dmq messages peek 111122223333/orders --json"))
     peek.add_argument("queue", help=QUEUE_HELP)
     peek.add_argument("--limit", type=bounded_int(1, MAX_PEEK), default=10,
                       help=f"1 to {MAX_PEEK} (default 10)")
     peek.set_defaults(func=_peek)
-    send = actions.add_parser("send", help="send one message")
+    send = actions.add_parser("send", help="send one message", epilog=examples(
+        "dmq messages send orders 'hello' -a kind=test -a n=Number:3",
+        "dmq messages send jobs.fifo 'step 1' --group-id g1 --deduplication-id s1"))
     send.add_argument("queue", help=QUEUE_HELP)
     send.add_argument("body")
     send.add_argument("--delay", type=bounded_int(0, 900), help="DelaySeconds, 0 to 900")
@@ -101,7 +106,9 @@ def register(sub: Any) -> None:
                       help="a message attribute: a String, or Number:42 (repeatable)")
     send.set_defaults(func=_send)
     receive = actions.add_parser("receive", help="receive messages (they become invisible "
-                                                 "for the visibility timeout)")
+                                                 "for the visibility timeout)",
+                                 epilog=examples("dmq messages receive orders --max 10 --wait 5",
+                                                 "dmq messages receive orders --delete --json"))
     receive.add_argument("queue", help=QUEUE_HELP)
     receive.add_argument("--max", type=bounded_int(1, 10), default=1,
                          help="MaxNumberOfMessages, 1 to 10 (default 1)")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from dmqcli.commands.queues import QUEUE_HELP
 from dmqcli.context import Context
 from dmqcli.output import console
-from dmqcli.parsing import bounded_int, non_negative
+from dmqcli.parsing import bounded_int, examples, non_negative
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -81,7 +81,9 @@ def _stats(ctx: Context, args: argparse.Namespace) -> None:
 
 def register(sub: Any) -> None:
     """Add `stats`."""
-    stats = sub.add_parser("stats", help="visible, in-flight and delayed counts per queue")
+    stats = sub.add_parser("stats", help="visible, in-flight and delayed counts per queue",
+                           epilog=examples("dmq stats", "dmq stats orders payments --watch 2",
+                                           "dmq stats orders --json"))
     stats.add_argument("queue", nargs="*", help=f"{QUEUE_HELP} (default: all of yours)")
     stats.add_argument("--watch", type=non_negative, metavar="SECONDS",
                        help="refresh every SECONDS")

@@ -298,7 +298,7 @@ def test_admin_cli_keys(server: DmqProcess, capsys: pytest.CaptureFixture[str],
     assert made["account"] == "999988887777" and made["secretAccessKey"]
     assert dmq([*endpoint, "keys", "rotate", made["accessKeyId"]]) == 0
     rotated = json.loads(capsys.readouterr().out)
-    assert dmq([*endpoint, "keys", "revoke", made["accessKeyId"]]) == 0
+    assert dmq([*endpoint, "keys", "revoke", made["accessKeyId"], "--yes"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "Revoked"
     assert dmq([*endpoint, "keys", "list"]) == 0
     listed = {k["accessKeyId"] for k in json.loads(capsys.readouterr().out)["keys"]}

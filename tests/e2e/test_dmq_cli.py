@@ -92,9 +92,9 @@ def test_queues_create_list_describe_purge_delete(dmq: Dmq, unique_name: Any) ->
     assert "VisibilityTimeout" in table.out and "tag:team" in table.out
 
     dmq("messages", "send", name, "to purge")
-    purged = dmq("queues", "purge", name, "--json")
+    purged = dmq("queues", "purge", name, "--json", "--yes")
     assert purged.code == 0 and purged.json()["purged"] is True
-    deleted = dmq("queues", "delete", name, "--json")
+    deleted = dmq("queues", "delete", name, "-y", "--json")
     assert deleted.code == 0 and deleted.json()["deleted"] is True
     _one_error_line(dmq("queues", "describe", name), 1,
                     "AWS.SimpleQueueService.NonExistentQueue", "does not exist")
@@ -183,7 +183,7 @@ def test_subscriptions_create_list_delete(dmq: Dmq, unique_name: Any) -> None:
     dmq("queues", "create", name)
     assert dmq("subscriptions", "list", name).out.strip() == "(no subscriptions)"
 
-    created = dmq("--json", "subscriptions", "create", name, "--endpoint-url", HOOK,
+    created = dmq("--json", "subscriptions", "create", name, "--url", HOOK,
                   "--batch-size", "50", "--window", "2", "--report-batch-item-failures",
                   "--max-concurrency", "3").json()
     assert created["Endpoint"] == HOOK
@@ -193,7 +193,7 @@ def test_subscriptions_create_list_delete(dmq: Dmq, unique_name: Any) -> None:
     assert created["ScalingConfig"] == {"MaximumConcurrency": 3}
     assert created["State"] == "Enabled"
     # Options left out take the service's defaults (Lambda's: 10 messages, no window).
-    table = dmq("subscriptions", "create", f"{ACCOUNT}/{name}", "--endpoint-url",
+    table = dmq("subscriptions", "create", f"{ACCOUNT}/{name}", "--url",
                 HOOK + "2", "--disabled")
     assert table.code == 0 and "subscription created" in table.out and "Disabled" in table.out
     listed = dmq("--json", "subscriptions", "list", name).json()
@@ -211,24 +211,24 @@ def test_subscriptions_create_list_delete(dmq: Dmq, unique_name: Any) -> None:
     assert [c.strip() for c in row.strip("│ ").split("│")][1:7] == [
         HOOK, "50", "2", "True", "3", "Enabled"]
 
-    gone = dmq("--json", "subscriptions", "delete", name, created["UUID"]).json()
+    gone = dmq("--json", "subscriptions", "delete", name, created["UUID"], "--yes").json()
     assert gone["UUID"] == created["UUID"]
-    deleted = dmq("subscriptions", "delete", name, second["UUID"])
+    deleted = dmq("subscriptions", "delete", name, second["UUID"], "--yes")
     assert deleted.code == 0 and "subscription deleted" in deleted.out
     assert dmq("subscriptions", "list", name).out.strip() == "(no subscriptions)"
-    _one_error_line(dmq("subscriptions", "delete", name, created["UUID"]), 1,
+    _one_error_line(dmq("subscriptions", "delete", name, created["UUID"], "-y"), 1,
                     "ResourceNotFoundException", "HTTP 404")
 
 
 def test_subscription_errors_are_the_services_line(dmq: Dmq, unique_name: Any) -> None:
     name = unique_name("pushbad")
     dmq("queues", "create", name)
-    _one_error_line(dmq("subscriptions", "create", name, "--endpoint-url", HOOK,
+    _one_error_line(dmq("subscriptions", "create", name, "--url", HOOK,
                         "--batch-size", "0"), 1,
                     "InvalidParameterValue: 1 validation error detected: Value '0' at "
                     "'batchSize' failed to satisfy constraint: Member must have value greater "
                     "than or equal to 1", "HTTP 400")
-    _one_error_line(dmq("subscriptions", "create", name, "--endpoint-url", HOOK,
+    _one_error_line(dmq("subscriptions", "create", name, "--url", HOOK,
                         "--batch-size", "11"), 1, "InvalidParameterValue",
                     "Maximum batch window in seconds must be greater than 0 if maximum batch "
                     "size is greater than 10")
@@ -239,10 +239,10 @@ def test_subscription_errors_are_the_services_line(dmq: Dmq, unique_name: Any) -
     missing = unique_name("nowhere")
     _one_error_line(dmq("subscriptions", "list", missing), 1,
                     "AWS.SimpleQueueService.NonExistentQueue")
-    _one_error_line(dmq("subscriptions", "create", f"{ACCOUNT}/{missing}", "--endpoint-url",
+    _one_error_line(dmq("subscriptions", "create", f"{ACCOUNT}/{missing}", "--url",
                         HOOK), 1, "QueueDoesNotExist", "HTTP 404")
-    for argv in (["create", name], ["create", name, "--endpoint-url", HOOK, "--function", "f"],
-                 ["create", name, "--endpoint-url", HOOK, "--batch-size", "ten"],
+    for argv in (["create", name], ["create", name, "--url", HOOK, "--function", "f"],
+                 ["create", name, "--url", HOOK, "--batch-size", "ten"],
                  ["delete", name], ["list"]):
         _one_error_line(dmq("subscriptions", *argv), 2, "dmq subscriptions", "error:")
 
@@ -254,8 +254,8 @@ def test_regions_clusters_and_shards(dmq: Dmq, unique_name: Any) -> None:
     assert "us-east-1" in dmq("regions", "status").out
     tick = dmq("--json", "regions", "tick", "us-east-1").json()
     assert tick["region"] == "us-east-1" and tick["promoted"] == []
-    _one_error_line(dmq("regions", "failover", "mars-north-1"), 1, "InvalidParameterValue",
-                    "Unknown region mars-north-1", "HTTP 400")
+    _one_error_line(dmq("regions", "failover", "mars-north-1", "--yes"), 1,
+                    "InvalidParameterValue", "Unknown region mars-north-1", "HTTP 400")
 
     name = unique_name("sh")
     dmq("queues", "create", name)
@@ -296,7 +296,7 @@ def test_keys_create_rotate_and_revoke(dmq: Dmq) -> None:
     rotated = dmq("--json", "keys", "rotate", key_id).json()
     assert rotated["accessKeyId"] != key_id and rotated["secretAccessKey"]
     assert rotated["account"] == "111122223333"
-    assert dmq("keys", "revoke", key_id).code == 0
+    assert dmq("keys", "revoke", key_id, "--yes").code == 0
     after = {k["accessKeyId"]: k for k in dmq("--json", "keys", "list").json()["keys"]}
     assert key_id not in after  # revoked: deleted, InvalidClientTokenId from then on
     assert after[rotated["accessKeyId"]]["status"] == created["status"] == "Active"

@@ -48,8 +48,8 @@ def admin_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _region(server: DmqProcess, state: str, region: str) -> None:
-    action = {"down": "failover", "up": "restore"}[state]
-    assert dmq.main(["--endpoint", server.url, "regions", action, region]) == 0
+    action = {"down": ["failover", "--yes"], "up": ["restore"]}[state]
+    assert dmq.main(["--endpoint", server.url, "regions", *action, region]) == 0
 
 
 def _home_of(sqs: Any, url: str) -> str:
@@ -84,7 +84,7 @@ def test_a_replicated_queue_fails_over_and_stays_with_its_new_home(
 
     started = time.monotonic()
     assert dmq.main(["--endpoint", two_regions.url, "regions", "failover", HOME,
-                     "--wait", "30"]) == 0
+                     "--wait", "30", "--yes"]) == 0
     took = time.monotonic() - started
     assert _until(lambda: away.send_message(QueueUrl=url, MessageBody="after"), 5) < 5
     print(f"\nthe replica took over {took:.1f} s after the home went down "
@@ -113,7 +113,8 @@ def test_a_replicated_queue_fails_over_and_stays_with_its_new_home(
 def test_the_simulation_refuses_an_unknown_state_or_region(
     two_regions: DmqProcess, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert dmq.main(["--endpoint", two_regions.url, "regions", "failover", "mars-north-1"]) == 1
+    assert dmq.main(["--endpoint", two_regions.url, "regions", "failover", "mars-north-1",
+                     "--yes"]) == 1
     assert "InvalidParameterValue: Unknown region mars-north-1" in capsys.readouterr().err
     with pytest.raises(CliError, match=r"down, up or tick \(HTTP 400\)"):
         AdminApi(two_regions.url, HOME, Credentials("k", "s")).post(

@@ -21,7 +21,9 @@ from dmqcli import main as cli
 from dmqcli.admin_api import AdminApi
 from dmqcli.commands import clusters, messages, subscriptions
 from dmqcli.context import Context
+from dmqcli.discovery import resolve
 from dmqcli.errors import CliError
+from dmqcli.settings import CliSettings
 from dmqlocal import admin, audit
 
 
@@ -34,12 +36,19 @@ def test_the_old_admin_module_is_an_alias_of_dmq() -> None:
     assert admin.main is cli.main
 
 
-def test_the_endpoint_comes_from_dmq_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_endpoint_comes_from_the_flag_else_dmq_endpoint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
     monkeypatch.delenv("DMQ_ENDPOINT", raising=False)
-    assert cli.parse_args(["stats"]).endpoint == "http://127.0.0.1:9324"
+    monkeypatch.setenv("DMQ_DATA_DIR", str(tmp_path))  # no server.json there
+
+    def endpoint(*argv: str) -> str:
+        return resolve(cli.parse_args([*argv, "stats"]).endpoint, CliSettings.from_env()).url
+
+    assert endpoint() == "http://127.0.0.1:9324"
     monkeypatch.setenv("DMQ_ENDPOINT", "http://127.0.0.1:9999")
-    assert cli.parse_args(["stats"]).endpoint == "http://127.0.0.1:9999"
-    assert cli.parse_args(["--endpoint", "http://h:1", "stats"]).endpoint == "http://h:1"
+    assert endpoint() == "http://127.0.0.1:9999"
+    assert endpoint("--endpoint", "http://h:1") == "http://h:1"
 
 
 def test_version_is_the_projects(capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,7 +69,7 @@ def test_json_is_taken_before_or_after_the_command() -> None:
     ["shards", "set", "q", "0"], ["dlq", "redrive", "q", "--rate", "501"],
     ["messages", "send", "q", "b", "--delay", "901"], ["regions", "failover"],
     ["subscriptions", "create", "q"], ["subscriptions", "delete", "q"],
-    ["subscriptions", "create", "q", "--endpoint-url", "http://h/", "--function", "f"],
+    ["subscriptions", "create", "q", "--url", "http://h/", "--function", "f"],
     ["subscriptions", "create", "q", "--function", "f", "--window", "1.5"],
 ])
 def test_bad_command_lines_are_one_line_and_status_2(
@@ -75,7 +84,7 @@ def test_bad_command_lines_are_one_line_and_status_2(
 
 @pytest.mark.parametrize(("argv", "body"), [
     (["--function", "worker"], {"FunctionName": "worker"}),
-    (["--endpoint-url", "http://h/e", "--batch-size", "0", "--window", "301",
+    (["--url", "http://h/e", "--batch-size", "0", "--window", "301",
       "--report-batch-item-failures", "--max-concurrency", "1", "--disabled"],
      {"Endpoint": "http://h/e", "BatchSize": 0, "MaximumBatchingWindowInSeconds": 301,
       "FunctionResponseTypes": ["ReportBatchItemFailures"],
@@ -143,6 +152,9 @@ def test_what_names_no_queue_is_a_usage_error(text: str) -> None:
     assert exc.value.status == 2
 
 
+CREATED_MS = 1795620423123  # 2026-11-25T15:27:03.123Z
+
+
 @dataclass
 class Stub:
     """A stub of the admin key routes (the contract), recording each request."""
@@ -175,7 +187,7 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 body = stub.requests[-1]["body"]
                 key = {"accessKeyId": f"AKIA{len(stub.keys):016d}", "account": body["account"],
                        "user": body["user"], "admin": body["admin"], "status": "Active",
-                       "created": "2026-11-24T00:00:00Z"}
+                       "created": CREATED_MS}
                 stub.keys[key["accessKeyId"]] = key
                 self._answer(200, {**key, "secretAccessKey": "s3cr3t"})
             elif self.command == "POST" and parts[:2] == ["admin", "keys"] and len(parts) == 4:
@@ -244,10 +256,13 @@ def test_keys_follow_the_admin_key_routes(stub: Stub,
 
     code, out, _ = _dmq(stub, capsys, "keys", "list")
     assert code == 0 and key_id in out and "111122223333" in out and "s3cr3t" not in out
+    assert "2026-11-25T15:27:03.123Z" in out and str(CREATED_MS) not in out
+    code, out, _ = _dmq(stub, capsys, "keys", "list", "--json")
+    assert json.loads(out)["keys"][0]["created"] == CREATED_MS
     code, out, _ = _dmq(stub, capsys, "--json", "keys", "list", "--account", "999999999999")
     assert json.loads(out) == {"keys": []}
 
-    code, out, _ = _dmq(stub, capsys, "--json", "keys", "revoke", key_id)
+    code, out, _ = _dmq(stub, capsys, "--json", "keys", "revoke", key_id, "--yes")
     assert code == 0 and json.loads(out)["status"] == "Inactive"
     assert stub.requests[-1]["method"] == "DELETE"
     assert stub.requests[-1]["path"] == f"/admin/keys/{key_id}"
