@@ -1,5 +1,6 @@
-"""`POST /admin/exports`: write a table export of every table now, served by the local
-server only (on AWS, DynamoDB's ExportTableToPointInTime writes the exports).
+"""`POST /admin/exports`: write the pending incremental exports and a full export of every
+table now, served by the local server only (on AWS, DynamoDB's ExportTableToPointInTime
+writes the exports).
 
 The answer lists the export folders written, under the data folder's `exports/`; the
 audit (`dmq audit`) then judges every message by them.
@@ -41,7 +42,7 @@ def install(app: Chalice, export: Exporter) -> None:
         return
 
     def admin_exports() -> Response:
-        """Admin (local only): write a table export of every table now."""
+        """Admin (local only): write a full export of every table now."""
         return export_now(_Target.export)
 
     app.route(PATH, methods=["POST"], authorizer=IAMAuthorizer())(admin_exports)

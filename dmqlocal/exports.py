@@ -1,31 +1,30 @@
 """Table exports in DynamoDB's export format, so that the audits can see what is still live.
 
-On AWS, `ExportTableToPointInTime` writes these. The local server writes its own, of
-every messages table and the queues table of every region, periodically and at
-shutdown, under `<data dir>/exports/<table>/<region>/AWSDynamoDB/<export id>/`:
+On AWS, `ExportTableToPointInTime` writes these. The local server writes its own under
+`<data dir>/exports/<table>/<region>/AWSDynamoDB/<export id>/` (`export_folders`):
 
-- `data/<part>.json.gz`: one `{"Item": {...}}` per line, in DynamoDB JSON; message
-  content replaced by its SHA-256 and size, as in the stream archive;
-- `manifest-files.json`, then `manifest-summary.json` last: an export without its
-  summary is incomplete and readers skip it.
+- *full* exports of every messages table and the queues table of every region
+  (`TableExporter`): a scan, one `{"Item": {...}}` per line, in DynamoDB JSON, message
+  content replaced by its SHA-256 and size, as in the stream archive. A scan's cost
+  grows with the messages held, so they run in the background, paced by their own
+  duration, and never at stop; at start only when the newest one shows another
+  lifetime of the store (or there is none);
+- *incremental* exports, written from the streams (`export_increments`) every few
+  seconds and at stop. The audits apply them, in order, after the newest full export.
 
-The summary adds three fields to DynamoDB's own: `dmqRegion`, `dmqStreamArn` (the
+Each summary adds three fields to DynamoDB's own: `dmqRegion`, `dmqStreamArn` (the
 table's stream) and `dmqEpoch` (the store's epoch, `chalicelib.metadata.epoch`: which
-lifetime of the stored data the export shows). The audit judges every message of a
-table, whatever its epoch, by that table's newest export, so only the newest few are kept.
-
-After the scan, the exporter waits until the stream archive has caught up with every
-change made before the scan ended, so that the archive covers the export.
+lifetime of the stored data the export shows). After a scan, the exporter waits until
+the stream archive has caught up with every change made before the scan ended, so that
+the archive covers the export.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend.archive import DirectorySink, json_lines_gz, redact_image
 from chalicelib.metadata.epoch import ensure_epoch
+from dmqlocal import export_folders as folders
+from dmqlocal.export_increments import IncrementalExporter
 from dmqlocal.stream_records import source_arn
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ logger = logging.getLogger("dmq.exports")
 
 KEEP_EXPORTS = 3
 ITEMS_PER_PART = 10_000
+CATCH_UP_S = 30.0  # how long a full export waits for the archive after its scan
+# (since, timeout_s) -> whether every stream change made before `since` (time.monotonic())
+# has reached every stream handler.
+CaughtUp = Callable[[float, float], bool]
 
 
 @dataclass(frozen=True)
@@ -55,12 +60,22 @@ class ExportTarget:
     control_table: str
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 class ExportCancelledError(Exception):
-    """The export was cancelled (a second Ctrl-C at shutdown); nothing of it is kept."""
+    """The export was cancelled (a stop, or a second Ctrl-C); nothing of it is kept."""
+
+
+def wait_caught_up(caught_up: CaughtUp, since: float, budget_s: float,
+                   cancelled: threading.Event) -> bool:
+    """Wait up to `budget_s` for the pumps to catch up with `since`; give up at once
+    when `cancelled` is set."""
+    deadline = time.monotonic() + budget_s
+    while not cancelled.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if caught_up(since, min(left, 0.25)):
+            return True
+    return False
 
 
 def _scan(dynamodb: DynamoDBClient, table: str,
@@ -76,11 +91,21 @@ def _scan(dynamodb: DynamoDBClient, table: str,
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+@dataclass
+class _Written:
+    """A full export whose data is written and whose manifests are not yet."""
+
+    target: ExportTarget
+    summary: dict[str, Any]
+    parts: list[folders.DataPart]
+    folder: Path
+
+
 class TableExporter:
     """Writes full exports of a set of tables under a data folder."""
 
     def __init__(self, root: str | Path, targets: list[ExportTarget],
-                 caught_up: Callable[[float], bool] | None = None) -> None:
+                 caught_up: CaughtUp | None = None) -> None:
         self._root = Path(root)
         self._sink = DirectorySink(self._root)
         self._targets = targets
@@ -91,124 +116,155 @@ class TableExporter:
     def export_all(self) -> list[Path]:
         """Export every table; return the export folders written."""
         with self._lock:
-            written: list[tuple[ExportTarget, dict[str, Any], list[str], Path]] = []
-            for target in self._targets:
-                written.append(self._write_data(target))
-            if self._caught_up is not None and not self._caught_up(time.monotonic()):
+            written = [self._write_data(target) for target in self._targets]
+            if self._caught_up is not None and not wait_caught_up(
+                    self._caught_up, time.monotonic(), CATCH_UP_S, self.cancelled):
                 logger.warning("the stream archive did not catch up with the export in time")
-            folders = [self._finish(*entry) for entry in written]
+            for entry in written:
+                folders.finish(self._sink, entry.summary, entry.parts)
             for target in self._targets:
-                self._prune(target)
-            return folders
+                folders.prune(self._folder(target), KEEP_EXPORTS)
+            return [entry.folder for entry in written]
+
+    def needs_base(self) -> bool:
+        """Whether a table has no full export of the store as it is now (none at all, or
+        the newest shows another epoch or stream): incremental exports apply only to one."""
+        for target in self._targets:
+            newest = folders.newest_full(self._folder(target))
+            if newest is None or newest.epoch != self._epoch(target) \
+                    or newest.source != self._stream(target)[1]:
+                return True
+        return False
 
     def _folder(self, target: ExportTarget) -> Path:
-        return self._root / "exports" / target.table / target.region / "AWSDynamoDB"
+        return self._root / folders.export_prefix(target.table, target.region) / "AWSDynamoDB"
 
-    def _write_data(
-        self, target: ExportTarget
-    ) -> tuple[ExportTarget, dict[str, Any], list[str], Path]:
+    @staticmethod
+    def _epoch(target: ExportTarget) -> str:
+        return ensure_epoch(target.dynamodb, target.control_table)
+
+    @staticmethod
+    def _stream(target: ExportTarget) -> tuple[dict[str, Any], str]:
+        """The table's description, and its stream as the pump names it in the archive
+        (DynamoDB Local's ARNs say `ddblocal`)."""
+        described = dict(target.dynamodb.describe_table(TableName=target.table)["Table"])
+        return described, source_arn(str(described.get("LatestStreamArn", "")), target.region)
+
+    def _write_data(self, target: ExportTarget) -> _Written:
         started = datetime.now(UTC)
-        export_id = f"{started.strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}"
-        export_prefix = f"exports/{target.table}/{target.region}"  # as given to DynamoDB
-        prefix = f"{export_prefix}/AWSDynamoDB/{export_id}"
-        described = target.dynamodb.describe_table(TableName=target.table)["Table"]
-        parts: list[str] = []
+        prefix = folders.export_prefix(target.table, target.region)
+        folder = f"{prefix}/AWSDynamoDB/{folders.new_export_id(started)}"
+        described, stream = self._stream(target)
+        parts: list[folders.DataPart] = []
         batch: list[dict[str, Any]] = []
-        count = 0
 
         def write_part() -> None:
-            key = f"{prefix}/data/{uuid.uuid4().hex}.json.gz"
-            self._sink.put(key, json_lines_gz({"Item": redact_image(i)} for i in batch))
-            parts.append(key)
+            part = folders.DataPart(folders.part_key(folder), len(batch),
+                                    json_lines_gz({"Item": redact_image(i)} for i in batch))
+            self._sink.put(part.key, part.data)
+            parts.append(part)
             batch.clear()
 
         try:
             for item in _scan(target.dynamodb, target.table, self.cancelled):
                 batch.append(item)
-                count += 1
                 if len(batch) >= ITEMS_PER_PART:
                     write_part()
         except ExportCancelledError:
-            shutil.rmtree(self._root / prefix, ignore_errors=True)
+            shutil.rmtree(self._root / folder, ignore_errors=True)
             raise
         if batch or not parts:
             write_part()
+        table_arn = str(described.get("TableArn", ""))
         summary = {
             "version": "2020-06-30",
-            "exportArn": f"{described.get('TableArn', target.table)}/export/{export_id}",
-            "startTime": _iso(started),
-            "exportTime": _iso(started),
-            "tableArn": described.get("TableArn", ""),
-            "tableId": described.get("TableId", ""),
-            "s3Prefix": export_prefix,
-            "s3SseAlgorithm": "AES256",
-            "manifestFilesS3Key": f"{prefix}/manifest-files.json",
-            "itemCount": count,
-            "outputFormat": "DYNAMODB_JSON",
-            "exportType": "FULL_EXPORT",
-            "dmqRegion": target.region,
-            # As the pump names it in the archive (DynamoDB Local's ARNs say `ddblocal`).
-            "dmqStreamArn": source_arn(str(described.get("LatestStreamArn", "")), target.region),
-            "dmqEpoch": ensure_epoch(target.dynamodb, target.control_table),
+            "exportArn": f"{table_arn or target.table}/export/{folder.rsplit('/', 1)[-1]}",
+            "startTime": folders.iso(started), "exportTime": folders.iso(started),
+            "tableArn": table_arn, "tableId": described.get("TableId", ""),
+            "s3Prefix": prefix, "s3SseAlgorithm": "AES256",
+            "manifestFilesS3Key": f"{folder}/manifest-files.json",
+            "itemCount": sum(p.items for p in parts), "outputFormat": "DYNAMODB_JSON",
+            "exportType": "FULL_EXPORT", "dmqRegion": target.region, "dmqStreamArn": stream,
+            "dmqEpoch": self._epoch(target),
         }
-        return target, summary, parts, self._root / prefix
-
-    def _finish(self, target: ExportTarget, summary: dict[str, Any], parts: list[str],
-                folder: Path) -> Path:
-        files = "".join(json.dumps({"dataFileS3Key": key, "dataFileFormat": "DYNAMODB_JSON"})
-                        + "\n" for key in parts)
-        self._sink.put(summary["manifestFilesS3Key"], files.encode())
-        summary["endTime"] = _iso(datetime.now(UTC))
-        self._sink.put(summary["manifestFilesS3Key"].replace("-files.", "-summary."),
-                       json.dumps(summary, indent=2).encode())
-        return folder
-
-    def _prune(self, target: ExportTarget) -> None:
-        """Keep the newest complete exports of a table (whatever their epoch); drop older
-        ones. Export ids begin with their start time, so name order is time order."""
-        complete = [e for e in sorted(self._folder(target).iterdir())
-                    if (e / "manifest-summary.json").exists()]
-        for old in complete[:-KEEP_EXPORTS]:
-            shutil.rmtree(old, ignore_errors=True)
+        return _Written(target, summary, parts, self._root / folder)
 
 
 class PeriodicExporter:
-    """Runs an exporter every `interval_s` in a background thread, and once at stop.
+    """Runs the exports: full ones in one background thread, incremental ones in another.
 
-    An export scans every table, so its cost grows with the messages held. The pause
-    after an export is at least `BUSY_SHARE` times as long as the export took, so that
-    exporting a large backlog never takes more than a small share of the store's time.
+    A full export scans every table, so its cost grows with the messages held. The
+    pause after one is at least `BUSY_SHARE` times as long as it took, so that exporting
+    a large backlog never takes more than a small share of the store's time. Incremental
+    exports are written every `FLUSH_S` (or the full exports' interval, if shorter).
+
+    A stop abandons a full export under way (the incremental exports cover what it would
+    have shown), waits at most `STOP_CATCH_UP_S` for the pumps to hand over every change
+    made before it, then writes what is pending: its cost follows the changes of the
+    last seconds, not the messages held.
     """
 
     BUSY_SHARE = 10
+    FLUSH_S = 2.0
+    STOP_CATCH_UP_S = 10.0
 
-    def __init__(self, exporter: TableExporter, interval_s: float) -> None:
+    def __init__(self, exporter: TableExporter, interval_s: float,
+                 increments: IncrementalExporter | None = None,
+                 caught_up: CaughtUp | None = None) -> None:
         self._exporter = exporter
         self._interval = interval_s
+        self._increments = increments
+        self._caught_up = caught_up
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._skipped = threading.Event()
+        self._threads: list[threading.Thread] = []
         self.last_duration_s = 0.0
 
     def next_pause_s(self) -> float:
-        """How long to wait before the next periodic export."""
+        """How long to wait before the next periodic full export."""
         return max(self._interval, self.BUSY_SHARE * self.last_duration_s)
 
     def start(self) -> None:
-        """Export on a timer in a background thread."""
-        self._thread = threading.Thread(target=self._run, name="dmq-exports", daemon=True)
-        self._thread.start()
+        """Export on timers in background threads."""
+        runs: list[tuple[str, Callable[[], None]]] = [("dmq-exports", self._run)]
+        if self._increments is not None:
+            runs.append(("dmq-export-increments", self._run_flushes))
+        for name, run in runs:
+            thread = threading.Thread(target=run, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.next_pause_s()):
-            self.export_now()
+        try:
+            first = self._exporter.needs_base()
+        except Exception:
+            logger.exception("reading the newest table exports failed")
+            first = True
+        pause = 0.0 if first else self.next_pause_s()
+        while not self._stop.wait(pause):
+            self._export_full()
+            pause = self.next_pause_s()
 
-    def export_now(self) -> list[Path]:
-        """One export of every table now (failures are logged, not raised)."""
+    def _run_flushes(self) -> None:
+        while not self._stop.wait(min(self.FLUSH_S, self._interval)):
+            self.flush()
+
+    def flush(self) -> list[Path]:
+        """Write the pending incremental exports now (failures are logged, not raised)."""
+        if self._increments is None:
+            return []
+        try:
+            return self._increments.flush()
+        except Exception:
+            logger.exception("incremental table export failed; its changes are kept")
+            return []
+
+    def _export_full(self) -> list[Path]:
         started = time.monotonic()
         try:
             return self._exporter.export_all()
         except ExportCancelledError:
-            logger.warning("table export skipped: the audit judges by the previous export")
+            logger.info("full table export abandoned: the incremental exports cover it")
             return []
         except Exception:
             logger.exception("table export failed")
@@ -216,15 +272,33 @@ class PeriodicExporter:
         finally:
             self.last_duration_s = time.monotonic() - started
 
+    def export_now(self) -> list[Path]:
+        """The pending incremental exports, then a full export of every table, now
+        (failures are logged, not raised); the folders written."""
+        return self.flush() + self._export_full()
+
     def cancel(self) -> None:
         """Abandon the export under way (its partial files stay without a summary, so
-        readers skip them) and any later one."""
+        readers skip them) and any later one, and make a stop under way skip writing
+        what is pending (it stays spooled for the next start)."""
+        self._skipped.set()
         self._exporter.cancelled.set()
 
     def stop(self, final_export: bool = True) -> None:
-        """Stop the timer, then write a last export (not when the store is gone)."""
+        """Stop the timers; abandon a full export under way; then, unless the store is
+        gone (`final_export` False) or `cancel` was called, wait for the pumps to hand
+        over what they have and write the pending incremental exports."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        if final_export:
-            self.export_now()
+        self._exporter.cancelled.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        if not final_export or self._increments is None:
+            return
+        caught_up = self._caught_up is None or wait_caught_up(
+            self._caught_up, time.monotonic(), self.STOP_CATCH_UP_S, self._skipped)
+        if self._skipped.is_set():
+            return
+        if not caught_up:
+            logger.warning("the stream pump did not hand over every change in time; what "
+                           "it did not is exported after the next start")
+        self.flush()

@@ -3,21 +3,31 @@
 - `archive/`: stream records (gzip JSON lines, any depth);
 - `usage/`: usage records;
 - `exports/<table>/<region>/AWSDynamoDB/<export id>/`: table exports in DynamoDB's
-  format; only the newest complete one (with `manifest-summary.json`) of each table
-  and region is read, whatever the epoch (lifetime of the store) it shows: it is what
-  the table holds now.
+  format, full and incremental; of each table and region, the newest complete full
+  export (with `manifest-summary.json`) is read, whatever the epoch (lifetime of the
+  store) it shows, with the incremental exports that follow it applied (`chains`):
+  together they are what the table holds now.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from glue_jobs.common.schemas import EXPORT_LINE, EXPORT_SUMMARY, STREAM_RECORD, USAGE
+from glue_jobs.common.chains import ExportChain, ExportInfo, chains, export_info
+from glue_jobs.common.increments import apply_changes
+from glue_jobs.common.schemas import (
+    EXPORT_LINE,
+    EXPORT_SUMMARY,
+    INCREMENT_LINE,
+    MANIFEST_LINE,
+    STREAM_RECORD,
+    USAGE,
+)
+
+__all__ = ["ExportChain", "ExportInfo", "export_chains", "latest_exports", "read_chain_items",
+           "read_changes", "read_export_items", "read_records", "read_summaries", "read_usage"]
 
 
 def _read_json(spark: SparkSession, schema: StructType, path: str) -> DataFrame:
@@ -40,25 +50,8 @@ def read_usage(spark: SparkSession, root: str) -> DataFrame:
     return _read_json(spark, USAGE, f"{root.rstrip('/')}/usage")
 
 
-@dataclass(frozen=True)
-class ExportInfo:
-    """One complete table export."""
-
-    table: str
-    region: str
-    source: str  # the table's stream ARN ("" in DynamoDB's own exports)
-    export_ms: int
-    folder: str  # the export's own folder (`<export prefix>/AWSDynamoDB/<export id>`)
-    table_arn: str = ""
-    epoch: str = ""  # the store's epoch ("" in DynamoDB's own exports)
-
-
-def _ms(text: str) -> int:
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def latest_exports(spark: SparkSession, root: str) -> list[ExportInfo]:
-    """The newest complete export of each table in each region."""
+def read_summaries(spark: SparkSession, root: str) -> list[ExportInfo]:
+    """Every complete export (one with `manifest-summary.json`), full or incremental."""
     pattern = f"{root.rstrip('/')}/exports/*/*/AWSDynamoDB/*/manifest-summary.json"
     try:
         rows = spark.read.schema(EXPORT_SUMMARY).option("multiLine", "true").json(pattern) \
@@ -67,24 +60,18 @@ def latest_exports(spark: SparkSession, root: str) -> list[ExportInfo]:
         if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
             return []
         raise
-    newest: dict[tuple[str, str], ExportInfo] = {}
-    for row in rows:
-        info = _export_info(row)
-        key = (info.table, info.region)
-        if key not in newest or newest[key].export_ms < info.export_ms:
-            newest[key] = info
-    return sorted(newest.values(), key=lambda e: (e.table, e.region))
+    return [export_info(row.asDict(), str(row["_file"]).rsplit("/", 1)[0]) for row in rows]
 
 
-def _export_info(row: Row) -> ExportInfo:
-    table_arn = str(row["tableArn"] or "")
-    # DMQ's local exports name their region; DynamoDB's own (on AWS) do not, and the
-    # region is then the table ARN's (arn:aws:dynamodb:<region>:...).
-    parts = table_arn.split(":")
-    region = row["dmqRegion"] or (parts[3] if len(parts) > 3 else "")
-    return ExportInfo(table_arn.rsplit("table/", 1)[-1], region, row["dmqStreamArn"] or "",
-                      _ms(row["exportTime"]), str(row["_file"]).rsplit("/", 1)[0], table_arn,
-                      row["dmqEpoch"] or "")
+def export_chains(spark: SparkSession, root: str) -> list[ExportChain]:
+    """The newest full export of each table in each region, whatever the epoch (lifetime
+    of the store) it shows, with the incremental exports that follow it."""
+    return chains(read_summaries(spark, root))
+
+
+def latest_exports(spark: SparkSession, root: str) -> list[ExportInfo]:
+    """The newest complete full export of each table in each region."""
+    return [chain.full for chain in export_chains(spark, root)]
 
 
 def read_export_items(spark: SparkSession, exports: list[ExportInfo]) -> DataFrame:
@@ -106,3 +93,66 @@ def read_export_items(spark: SparkSession, exports: list[ExportInfo]) -> DataFra
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
+
+
+def _data_file(folder: str, key: str) -> str:
+    """Where a data file named in an export's manifest is, from the export's folder: the
+    key is the object's whole key in the bucket, and the part after `AWSDynamoDB/` is
+    the same under any root the audit reads the exports from."""
+    return f"{folder.rsplit('/', 1)[0]}/{key.rsplit('AWSDynamoDB/', 1)[-1]}"
+
+
+def _increment_files(spark: SparkSession,
+                     increments: list[ExportInfo]) -> list[tuple[str, ExportInfo]]:
+    """(data file, export) of each data file of the incremental exports, from their
+    `manifest-files.json` (DynamoDB may keep an incremental export's data apart from its
+    manifests)."""
+    by_id = {e.export_id: e for e in increments}
+    rows = spark.read.schema(MANIFEST_LINE).json([f"{e.folder}/manifest-files.json"
+                                                  for e in increments]) \
+        .withColumn("_file", F.input_file_name()).collect()
+    found = []
+    for row in rows:
+        export = by_id.get(str(row["_file"]).rsplit("/", 2)[-2])
+        if export is not None and row["dataFileS3Key"]:
+            found.append((_data_file(export.folder, str(row["dataFileS3Key"])), export))
+    return found
+
+
+CHANGES = ("table string, region string, position long, write_us long, "
+           "keys map<string, struct<S: string, N: string>>, "
+           "new_image map<string, struct<S: string, N: string>>, "
+           "old_image map<string, struct<S: string, N: string>>")
+
+
+def read_changes(spark: SparkSession, export_chains: list[ExportChain]) -> DataFrame:
+    """The lines of the chains' incremental exports (`increments.apply_changes` input)."""
+    positions = {e.export_id: i for c in export_chains for i, e in enumerate(c.increments)}
+    increments = [e for c in export_chains for e in c.increments]
+    files = _increment_files(spark, increments) if increments else []
+    if not files:
+        return spark.createDataFrame([], CHANGES)
+    # Data files have unique names (DynamoDB's and DMQ's alike): the name finds the export.
+    names = spark.createDataFrame(
+        [(path.rsplit("/", 1)[-1], e.table, e.region, positions[e.export_id])
+         for path, e in files], "_name string, table string, region string, position long")
+    lines = spark.read.schema(INCREMENT_LINE).json([path for path, _ in files]) \
+        .withColumn("_name", F.regexp_extract(F.input_file_name(), r"([^/]+)$", 1))
+    return lines.join(F.broadcast(names), "_name").select(
+        "table", "region", "position",
+        F.col("Metadata.WriteTime.N").cast("long").alias("write_us"),
+        F.col("Keys").alias("keys"), F.col("NewImage").alias("new_image"),
+        F.col("OldImage").alias("old_image"))
+
+
+def read_chain_items(spark: SparkSession, export_chains: list[ExportChain]) -> DataFrame:
+    """What the chains end with: source, region, table, export_ms (the chain's end), item,
+    `live` (the table holds it) and `changed` (an incremental export changed it; a
+    deleted item keeps its last image)."""
+    fulls = read_export_items(spark, [c.full for c in export_chains])
+    applied = apply_changes(fulls, read_changes(spark, export_chains))
+    ends = spark.createDataFrame(
+        [(c.table, c.region, c.full.source, c.end_ms) for c in export_chains],
+        "table string, region string, source string, export_ms long")
+    return applied.join(F.broadcast(ends), ["table", "region"]).select(
+        "source", "region", "table", "export_ms", "item", "live", "changed")

@@ -32,9 +32,24 @@ STREAM_RECORD = StructType([
 
 EXPORT_LINE = StructType([StructField("Item", IMAGE)])
 
+# A line of an incremental export: the item's key, its images and the write time (µs).
+INCREMENT_LINE = StructType([
+    StructField("Metadata", StructType([
+        StructField("WriteTime", StructType([StructField("N", StringType())])),
+    ])),
+    StructField("Keys", IMAGE),
+    StructField("NewImage", IMAGE),
+    StructField("OldImage", IMAGE),
+])
+
+MANIFEST_LINE = StructType([StructField("dataFileS3Key", StringType())])
+
 EXPORT_SUMMARY = StructType([
     StructField("exportArn", StringType()),
+    StructField("exportType", StringType()),  # FULL_EXPORT (or absent) or INCREMENTAL_EXPORT
     StructField("exportTime", StringType()),
+    StructField("exportFromTime", StringType()),
+    StructField("exportToTime", StringType()),
     StructField("tableArn", StringType()),
     StructField("s3Prefix", StringType()),
     StructField("itemCount", LongType()),

@@ -35,6 +35,11 @@ from glue_jobs.lifecycle_audit import transforms as t
 
 JOB = "lifecycle_audit"
 SAMPLE = 200_000  # latency values drawn in the histogram
+LATENCY_NOTE = (
+    "On DMQ's clock: send and receive times are those DMQ wrote. A delete's time is not "
+    "in its stream record (whose own time the store rounds down, to the minute on "
+    "DynamoDB Local), so it is the latest time DMQ wrote before it in the stream, or "
+    "the record's time when later: send-to-delete is a lower bound, never negative.")
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,25 @@ class LifecycleResult:
                 f"fifo_violations={self.fifo_violations}")
 
 
+@dataclass(frozen=True)
+class _Exported:
+    """What the export chains show: the full exports' times, and the copies the chains
+    end with (`live`) or changed (`changed`)."""
+
+    times: DataFrame
+    items: DataFrame
+    live: DataFrame
+    changed: DataFrame
+
+    @classmethod
+    def read(cls, spark: SparkSession, chains: list[io.ExportChain]) -> _Exported:
+        times = spark.createDataFrame([(c.table, c.region, c.base_ms) for c in chains],
+                                      "table string, region string, export_ms long")
+        items = io.read_chain_items(spark, chains).persist(StorageLevel.MEMORY_AND_DISK)
+        return cls(times, items, t.live_copies(items.where(F.col("live"))),
+                   t.copy_keys(items.where(F.col("changed"))))
+
+
 def run(spark: SparkSession, data: str, out: str, progress: Progress = print,
         queues_table: str = "dmq-queues") -> LifecycleResult:
     """Audit the archive and exports under `data`; write the results under `out`."""
@@ -62,17 +86,15 @@ def run(spark: SparkSession, data: str, out: str, progress: Progress = print,
     stages.next("reading the stream archive")
     records = io.read_records(spark, data)
     stages.next("rebuilding message lifecycles (deduplicated by epoch and sequence number)")
-    events = events_from_records(dedupe_records(records)).persist(StorageLevel.MEMORY_AND_DISK)
+    events = t.on_dmq_clock(events_from_records(dedupe_records(records))) \
+        .persist(StorageLevel.MEMORY_AND_DISK)
     event_count = events.count()
-    stages.next("reading the newest table exports")
-    exports = [e for e in io.latest_exports(spark, data) if e.table != queues_table]
-    export_times = spark.createDataFrame(
-        [(e.table, e.region, e.export_ms) for e in exports],
-        "table string, region string, export_ms long")
-    live = t.live_copies(io.read_export_items(spark, exports))
+    stages.next("reading the newest full table exports and the incremental exports after them")
+    chains = [c for c in io.export_chains(spark, data) if c.table != queues_table]
+    exported = _Exported.read(spark, chains)
     stages.next("finding lost messages")
-    lost = t.lost_copies(events, live, export_times).cache()
-    unjudged = t.unjudged_copies(events, export_times).count()
+    lost = t.lost_copies(events, exported.live, exported.times, changed=exported.changed).cache()
+    unjudged = t.unjudged_copies(events, exported.times, changed=exported.changed).count()
     stages.next("finding duplicate deliveries and FIFO violations")
     duplicates = t.duplicate_deliveries(events).cache()
     fifo = t.fifo_violations(events).cache()
@@ -92,15 +114,23 @@ def run(spark: SparkSession, data: str, out: str, progress: Progress = print,
     stages.next("writing Parquet tables and the report")
     write_parquet(tables, f"{out.rstrip('/')}/{JOB}")
     folder = report_folder(out, JOB)
-    _report(folder, result, tables, delivered, len(exports))
+    _report(folder, result, tables, delivered, chains)
     publish_report(folder, out, JOB)
-    for frame in (*tables.values(), delivered, events):
+    for frame in (*tables.values(), delivered, events, exported.items):
         frame.unpersist()
     return result
 
 
+def _inputs_line(result: LifecycleResult, chains: list[io.ExportChain]) -> str:
+    increments = sum(len(c.increments) for c in chains)
+    return (f"{result.events} lifecycle events; {len(chains)} full table exports and "
+            f"{increments} incremental exports after them; {result.unjudged} open message "
+            "copies written after the newest full export and in no incremental export yet "
+            "(not judged for loss).")
+
+
 def _report(folder: str, result: LifecycleResult, tables: dict[str, DataFrame],
-            delivered: DataFrame, exports: int) -> None:
+            delivered: DataFrame, chains: list[io.ExportChain]) -> None:
     report = Report(folder, "DMQ lifecycle audit")
     clean = result.lost == 0 and result.duplicates == 0 and result.fifo_violations == 0
     if clean:
@@ -110,9 +140,7 @@ def _report(folder: str, result: LifecycleResult, tables: dict[str, DataFrame],
         report.line(f"**Problems found: {result.lost} lost, {result.duplicates} duplicate "
                     f"deliveries, {result.fifo_violations} FIFO violations "
                     f"(of {result.messages} messages).**")
-    report.line(f"{result.events} lifecycle events; {exports} table exports; "
-                f"{result.unjudged} message copies written after the newest export "
-                "(not judged for loss).")
+    report.line(_inputs_line(result, chains))
     report.bars("anomalies", ["lost", "duplicates", "fifo_violations"],
                 [result.lost, result.duplicates, result.fifo_violations],
                 "Lost and duplicate messages", alert=not clean)
@@ -122,6 +150,7 @@ def _report(folder: str, result: LifecycleResult, tables: dict[str, DataFrame],
             report.line(f"## {name.replace('_', ' ').capitalize()}")
             report.table(tables[name].columns, [tuple(r) for r in rows])
     report.line("## Latency per queue (ms)")
+    report.line(LATENCY_NOTE)
     latency = tables["latency"]
     report.table(latency.columns, [tuple(r) for r in latency.collect()])
     values = [r[0] for r in delivered.where(F.col("latency_ms").isNotNull())

@@ -2,10 +2,13 @@
 
 Definitions:
 - **lost**: a copy of a message that the archive shows written and never removed, that
-  is not live in the newest export of its table and region, and that was written before
-  that export began (with a margin for clock skew; later copies are not judged). The
-  newest export judges the copies of every epoch: a store that kept its data across a
-  restart still holds them, and one that started empty lost them;
+  the table no longer holds at the end of its export chain (the newest full export of
+  its table and region with the incremental exports after it applied, see
+  `glue_jobs.common.chains`), and that the chain can judge: an incremental export
+  changed it (wrote or removed it), or it was written before the full export began
+  (with a margin for clock skew; later copies are not judged). The newest chain judges
+  the copies of every epoch: a store that kept its data across a restart still holds
+  them, and one that started empty lost them;
 - **duplicate delivery**: a receive of a copy after that copy was removed
   (`after_delete`), or a claim made while an earlier claim still held the message
   invisible (`concurrent_claim`);
@@ -15,6 +18,16 @@ Definitions:
 - a removal is `dead_lettered` when the same message id was written to another queue
   of the region at about the same time, `expired` when its retention had run out,
   and `deleted` otherwise (DeleteMessage or PurgeQueue).
+
+**One clock.** DMQ writes its own times into the items: `sent_ms` (the send) and `rcv`
+(each claim). A stream record's own time (ApproximateCreationDateTime) comes from the
+store's clock and is rounded down: to the second on AWS, to the minute on DynamoDB
+Local, so a delete could show tens of seconds before its own send. `on_dmq_clock`
+moves every event onto DMQ's clock: a receive keeps its claim time; any other change
+takes the latest DMQ time written by its stream's earlier records (a change committed
+after them happened after the times they carry), or its stream time when that is
+later. Times that come from the stream are therefore lower bounds, never earlier than
+the copy's own send.
 """
 
 from __future__ import annotations
@@ -43,40 +56,70 @@ def home_events(events: DataFrame) -> DataFrame:
     return events.withColumn("_replica", replica).where(F.col("_replica") == 0).drop("_replica")
 
 
+def on_dmq_clock(events: DataFrame) -> DataFrame:
+    """The events with `at_ms` on DMQ's clock (see the module's notes on one clock)."""
+    own = (F.when(F.col("event_type") == "received", F.col("at_ms"))
+           .when(F.col("event_type") == "sent", F.col("sent_ms")))
+    earlier = Window.partitionBy("epoch", "source").orderBy("seq") \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    dmq_ms = F.max(own).over(earlier)
+    return events.withColumn("at_ms", F.when(
+        F.col("event_type") == "received", F.col("at_ms"),
+    ).otherwise(F.greatest(F.col("at_ms"), F.coalesce(dmq_ms, F.col("at_ms")))))
+
+
 def copies(events: DataFrame) -> DataFrame:
-    """One row per copy: where it lives, when it was first seen, its last event by sequence
-    (a copy's events all come from one stream and one epoch), the epoch it was written in."""
+    """One row per copy: where it lives, when it was first seen (no earlier than its
+    message's send), its last event by sequence (a copy's events all come from one
+    stream and one epoch), the epoch it was written in."""
     return events.groupBy(*COPY, *TABLE, "queue_id").agg(
-        F.min("at_ms").alias("first_ms"),
+        F.greatest(F.min("at_ms"), F.min("sent_ms")).alias("first_ms"),
         F.expr("max_by(event_type, seq)").alias("last_event"),
         F.min("sent_ms").alias("sent_ms"),
         F.expr("min_by(epoch, seq)").alias("epoch"),
     )
 
 
-def lost_copies(events: DataFrame, live: DataFrame, exports: DataFrame,
-                margin_ms: int = LOSS_MARGIN_MS) -> DataFrame:
-    """Copies written, never removed and not live in their table's newest export.
+KEY = [*TABLE, "pk", "message_id"]
 
-    `live` holds (table, region, pk, message_id) of the items in the exports (tombstones
-    left out); `exports` holds (table, region, export_ms), the newest export of each.
+
+def _judged(events: DataFrame, exports: DataFrame, changed: DataFrame | None,
+            margin_ms: int) -> DataFrame:
+    """Every copy with `_judged`: its table has a chain, and the chain changed the copy or
+    the copy was written before the chain's full export began (less the margin)."""
+    found = copies(events).join(exports, TABLE, "left")
+    before = F.coalesce(F.col("first_ms") < F.col("export_ms") - F.lit(margin_ms), F.lit(False))
+    if changed is None:
+        return found.withColumn("_judged", before)
+    marked = changed.select(*KEY).distinct().withColumn("_changed", F.lit(True))
+    return found.join(marked, KEY, "left").withColumn(
+        "_judged", F.col("export_ms").isNotNull() & (before | F.col("_changed").isNotNull()))
+
+
+def lost_copies(events: DataFrame, live: DataFrame, exports: DataFrame,
+                margin_ms: int = LOSS_MARGIN_MS, changed: DataFrame | None = None) -> DataFrame:
+    """Copies written, never removed, judged, and not live at the end of their chain.
+
+    `live` holds (table, region, pk, message_id) of the items the chains end with
+    (tombstones left out); `exports` holds (table, region, export_ms), the time of each
+    chain's full export; `changed` holds the copies its incremental exports changed.
     """
-    judged = copies(events).join(exports, TABLE) \
-        .where(F.col("first_ms") < F.col("export_ms") - F.lit(margin_ms))
+    judged = _judged(events, exports, changed, margin_ms).where(F.col("_judged"))
     open_copies = judged.where(F.col("last_event") != "removed")
-    key = [*TABLE, "pk", "message_id"]
     return (
-        open_copies.join(live.select(*key), key, "left_anti")
+        open_copies.join(live.select(*KEY), KEY, "left_anti")
         .select("queue_id", "message_id", "region", "epoch", "sent_ms", "last_event")
     )
 
 
-def unjudged_copies(events: DataFrame, exports: DataFrame,
-                    margin_ms: int = LOSS_MARGIN_MS) -> DataFrame:
-    """Copies no export can judge: their table has none, or they came after it."""
-    found = copies(events).join(exports, TABLE, "left")
-    return found.where(F.col("export_ms").isNull()
-                       | (F.col("first_ms") >= F.col("export_ms") - F.lit(margin_ms)))
+def unjudged_copies(events: DataFrame, exports: DataFrame, margin_ms: int = LOSS_MARGIN_MS,
+                    changed: DataFrame | None = None) -> DataFrame:
+    """Copies still open (never removed) that no chain can judge: their table has none, or
+    they came after its full export and no incremental export changed them (yet). A
+    removed copy cannot be lost, whatever the exports show."""
+    return _judged(events, exports, changed, margin_ms) \
+        .where(~F.col("_judged") & (F.col("last_event") != "removed")) \
+        .drop("_judged", "_changed")
 
 
 def removals(events: DataFrame) -> DataFrame:
@@ -145,7 +188,8 @@ def fifo_violations(events: DataFrame) -> DataFrame:
 
 
 def deliveries(events: DataFrame) -> DataFrame:
-    """Per home copy: queue, send time, receive count, first receive and consumer delete."""
+    """Per home copy: queue, send time, receive count, first receive and consumer delete
+    (events on one clock: `on_dmq_clock`)."""
     home = home_events(events)
     deleted = removals(events).where(F.col("removal") == "deleted") \
         .groupBy("queue_id", "message_id").agg(F.min("at_ms").alias("deleted_ms"))
@@ -204,16 +248,19 @@ def summary(events: DataFrame, lost: DataFrame, duplicates: DataFrame,
     )
 
 
-def live_copies(export_items: DataFrame) -> DataFrame:
-    """(table, region, pk, message_id) of the message items in the exports; tombstones
-    are gone."""
+def copy_keys(export_items: DataFrame) -> DataFrame:
+    """(table, region, pk, message_id) of the message items in export items."""
     item = F.col("item")
     pk = item.getItem("pk").getField("S")
     sk = item.getItem("sk").getField("S")
-    return export_items.where(
-        pk.isNotNull() & item.getItem("_tomb").isNull() & is_message_key(pk, sk)
-    ).select(
+    return export_items.where(pk.isNotNull() & is_message_key(pk, sk)).select(
         *TABLE,
         pk.alias("pk"),
         message_id_of(item.getItem("mid").getField("S"), sk).alias("message_id"),
     )
+
+
+def live_copies(export_items: DataFrame) -> DataFrame:
+    """(table, region, pk, message_id) of the message items in the exports; tombstones
+    are gone."""
+    return copy_keys(export_items.where(F.col("item").getItem("_tomb").isNull()))

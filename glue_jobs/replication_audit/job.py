@@ -1,6 +1,7 @@
 """The replication audit driver: `spark-submit glue_jobs/replication_audit/job.py --data D --out O`.
 
-Compares the newest exports of every region's messages tables, queue by queue, with
+Compares what the exports show of every region's messages tables (the newest full
+export of each, with the incremental exports after it applied), queue by queue, with
 each replica region, and measures the replication lag from the stream archive. Writes
 Parquet tables and `report.md` under `<out>/replication_audit/`; ends with
 `missing=M extra=E divergent=V`; exits 1 when any item is missing or divergent.
@@ -16,6 +17,7 @@ if __package__ in (None, ""):  # run as a script: make the `glue_jobs` package i
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from glue_jobs.common import io
 from glue_jobs.common.driver import (
@@ -53,10 +55,12 @@ def run(spark: SparkSession, data: str, out: str, progress: Progress = print,
         queues_table: str = "dmq-queues") -> ReplicationResult:
     """Compare the replicas under `data`; write the results under `out`."""
     stages = Stages(4, progress)
-    stages.next("reading the newest table exports")
-    exports = io.latest_exports(spark, data)
-    items = io.read_export_items(spark, [e for e in exports if e.table != queues_table])
-    queues = io.read_export_items(spark, [e for e in exports if e.table == queues_table])
+    stages.next("reading the newest table exports (full, then incremental)")
+    chains = io.export_chains(spark, data)
+    items = io.read_chain_items(spark, [c for c in chains if c.table != queues_table]) \
+        .where(F.col("live"))
+    queues = io.read_chain_items(spark, [c for c in chains if c.table == queues_table]) \
+        .where(F.col("live"))
     stages.next("comparing home and replica items")
     differences = t.compare(items, queues)
     found = t.counts(differences).first()

@@ -1,8 +1,10 @@
 """GIVEN the real local server, driven over HTTP by boto3 through a few thousand messages
 while DynamoDB throttles, consumers crash before deleting and the archive handler fails
 WHEN the audit runs over what the server archived and exported
-THEN it reports every message and none lost; and a planted loss (an item removed from
-the table directly, its REMOVE record dropped from the archive) is found exactly.
+THEN it reports every message and none lost, judging every copy though the stop scanned
+no table (the incremental exports carry the last changes); latencies are never negative;
+and a planted loss (an item removed from the table directly, its REMOVE record dropped
+from the archive) is found exactly.
 """
 
 from __future__ import annotations
@@ -142,11 +144,16 @@ def audited_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             TableName=store.table, Key=key(queue_id, s, planted["MessageId"]))]
         store._db.delete_item(TableName=store.table,
                               Key=key(queue_id, found[0], planted["MessageId"]))
-        time.sleep(1.0)  # past the audit's clock margin, before the shutdown export
+        time.sleep(1.0)  # past the audit's clock margin
     finally:
         local.stop()
         dmq_app.runtime.archive_sink = original  # type: ignore[method-assign]
     yield Run(data, sent, planted["MessageId"], throttled[0], sink.failures)
+
+
+def _exports(data: Path, kind: str) -> list[Path]:
+    return [p.parent for p in (data / "exports").rglob("manifest-summary.json")
+            if json.loads(p.read_text()).get("exportType") == kind]
 
 
 def _audit(data: Path, spark: Any, capsys: pytest.CaptureFixture[str],
@@ -167,6 +174,14 @@ def test_a_faulty_run_loses_nothing(audited_run: Run, spark: Any,
     assert any(line.startswith("lifecycle_audit [7/7]") for line in lines), lines
     assert lines[-1] == SUMMARY.format(n=MESSAGES, lost=0), lines
     assert code == 0
+    # AND every copy was judged: the incremental exports end where the stop left the table
+    assert _exports(audited_run.data, "INCREMENTAL_EXPORT")
+    audited = next(line for line in lines if line.startswith("audited "))
+    assert "; 0 message copies" in audited, audited
+    # AND latencies are on one clock: never negative
+    latency = spark.read.parquet(str(audited_run.data / "audit" / "lifecycle_audit" / "latency"))
+    worst = latency.selectExpr("min(latency_ms_p50) AS p50", "min(dwell_ms_p50) AS dwell").first()
+    assert worst is not None and worst["p50"] >= 0 and worst["dwell"] >= 0, worst
     report = (audited_run.data / "audit" / "lifecycle_audit" / "report.md").read_text()
     assert f"**Clean: {MESSAGES} messages" in report
     assert (audited_run.data / "audit" / "lifecycle_audit" / "latency.png").stat().st_size > 0

@@ -65,7 +65,8 @@ def test_a_table_without_export_judges_nothing(spark: Any) -> None:
     events = _clean(spark).frame(spark)
     none = spark.createDataFrame([], EXPORTS_SCHEMA)
     assert t.lost_copies(events, _live(spark), none).count() == 0
-    assert t.unjudged_copies(events, none).count() == 3
+    # a was deleted (it cannot be lost, judged or not); b and c are open and unjudged
+    assert t.unjudged_copies(events, none).count() == 2
 
 
 def _before_restart() -> Events:
@@ -196,3 +197,21 @@ def test_latency_and_receive_count_distributions(spark: Any) -> None:
     assert (row["latency_ms_p50"], row["latency_ms_p90"], row["latency_ms_p99"]) == (
         5_000, 9_000, 10_000)
     assert row["dwell_ms_p50"] == 500
+
+
+def _changed(spark: Any, *messages: str) -> Any:
+    return _live(spark, *messages)
+
+
+def test_the_incremental_exports_judge_the_copies_they_changed(spark: Any) -> None:
+    # GIVEN after the full export: d sent (the incremental exports show it live), e sent
+    # (they show it removed, but the archive has no removal), f sent (in none of them yet)
+    events = _clean(spark).add("sent", "d", EXPORT_MS + 5_000) \
+        .add("sent", "e", EXPORT_MS + 6_000).add("sent", "f", EXPORT_MS + 7_000).frame(spark)
+    live, changed = _live(spark, "b", "c", "d"), _changed(spark, "d", "e")
+    # WHEN the audit judges by the chain
+    lost = t.lost_copies(events, live, _exports(spark), changed=changed)
+    # THEN e is lost, though written after the full export; f alone is not judged
+    assert [r["message_id"] for r in lost.collect()] == ["e"]
+    unjudged = t.unjudged_copies(events, _exports(spark), changed=changed)
+    assert [r["message_id"] for r in unjudged.collect()] == ["f"]
