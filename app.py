@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -14,16 +15,18 @@ from chalicelib.frontend import (
     admin,
     admin_auth,
     admin_push,
-    authn,
     browser,
     json_protocol,
     query_protocol,
+    transport,
 )
 from chalicelib.frontend import admin_regions as admin_regions_api
+from chalicelib.frontend.context import region_from_headers
 from chalicelib.frontend.errors import to_sqs_error
+from chalicelib.frontend.refusals import refusal
 from chalicelib.frontend.sigv4 import SignedRequest
 from chalicelib.runtime import Runtime
-from chalicelib.service.identity import Caller
+from chalicelib.service.exceptions import RateThrottledError
 from chalicelib.settings import get_settings
 
 app = Chalice(app_name="dmq")
@@ -74,17 +77,37 @@ def _serve_sqs(path: str) -> Response:
     query_request = query_protocol.QueryRequest(path, pairs, dict(request.headers), body)
     if is_query and keys:  # structured logs are on: name the Query request's action
         keys = query_protocol.log_keys(query_request, runtime.settings.account_id)
-    with observability.request_scope({**keys, "request_id": _request_id()}):
-        authenticate = _sqs_authenticator(path, pairs, body)
-        if is_query:
-            result = query_protocol.handle(runtime.services_for_request, query_request,
-                                           runtime.meter(), authenticate)
+    with observability.request_scope({**keys, "request_id": _request_id()}), \
+            contextlib.ExitStack() as admitted:
+        signed = _signed_request(path, pairs, body)
+        try:  # the front door: verified, and its account's share and rate checked
+            ticket = admitted.enter_context(runtime.admission().admitted(
+                signed, region_from_headers(signed.headers, "")))
+        except RateThrottledError as exc:
+            result = refusal(exc, request.method, signed.headers, dict(pairs))
         else:
-            result = json_protocol.handle(runtime.services_for_request, dict(request.headers),
-                                          body, runtime.meter(), authenticate)
+            secure = _transport().secure
+            if is_query:
+                result = query_protocol.handle(runtime.services_for_request, query_request,
+                                               runtime.meter(), ticket.authenticate, secure)
+            else:
+                result = json_protocol.handle(runtime.services_for_request,
+                                              dict(request.headers), body, runtime.meter(),
+                                              ticket.authenticate, secure)
         observability.request_served(result.status, result.headers.get("x-amzn-RequestId", ""))
     headers: dict[str, str | list[str]] = dict(result.headers)
     return Response(body=result.body, status_code=result.status, headers=headers)
+
+
+def _transport() -> transport.Transport:
+    """What the current request's connection really is (TLS or not, the client's address):
+    forwarded headers count only from a trusted proxy (chalicelib/frontend/transport.py)."""
+    request = app.current_request
+    assert request is not None
+    context = request.context if isinstance(request.context, dict) else {}
+    settings = runtime.settings
+    return transport.transport_of({k.lower(): v for k, v in request.headers.items()}, context,
+                                  settings.on_lambda, settings.trusted_proxies)
 
 
 def _request_id() -> str:
@@ -323,13 +346,6 @@ def _signed_request(path: str, pairs: list[tuple[str, str]], body: bytes | None)
         body=body or b"")
 
 
-def _sqs_authenticator(path: str, pairs: list[tuple[str, str]],
-                       body: bytes | None) -> Callable[[], Caller]:
-    """Authenticates the current SQS request when the protocol handler asks."""
-    signed = _signed_request(path, pairs, body)
-    return lambda: authn.authenticate(runtime.identities(), signed)
-
-
 def _admin_error(exc: Exception) -> Response:
     """A refused admin request: `{"code", "message"}` with API Gateway's error-type header
     (and the legacy code header, so the local server passes the body on as it is)."""
@@ -447,7 +463,6 @@ def deliver_push(event: CloudWatchEvent) -> None:
 
 
 # console: the web console (HTML behind HTTP Basic auth; chalicelib/frontend/console/)
-from chalicelib import secrets as console_secrets  # noqa: E402
 from chalicelib.frontend.console import web as console_web  # noqa: E402
 from chalicelib.service import usage as console_usage  # noqa: E402
 
@@ -455,8 +470,9 @@ console = console_web.Console(
     services=runtime.services_for,
     regions=lambda: admin_regions_api.regions_view(runtime),
     check_secret=lambda key_id, secret: runtime.identities().check_secret(key_id, secret),
-    csrf_secret=lambda: console_secrets.receipt_key(runtime.settings),
+    csrf_secret=runtime.console_key,
     clock=lambda: runtime.clock,
+    limits=lambda: runtime.sign_in_limits,
 )
 console_usage.RECORD_HOOKS.append(console.count_request)
 CONSOLE_FORM = ["application/x-www-form-urlencoded"]
@@ -470,9 +486,12 @@ def _console_request() -> console_web.WebRequest:
     stage, path = str(context.get("stage") or ""), str(context.get("path") or "")
     prefix = f"/{stage}" if stage and path.startswith(f"/{stage}/") else ""
     body = request.raw_body if isinstance(request.raw_body, bytes) else b""
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    connection = _transport()
     return console_web.WebRequest(
-        method=request.method, headers={k.lower(): v for k, v in request.headers.items()},
-        query={k: query[k] for k in query} if query else {}, body=body, prefix=prefix)
+        method=request.method, headers=headers,
+        query={k: query[k] for k in query} if query else {}, body=body, prefix=prefix,
+        origin=f"{connection.scheme}://{headers.get('host', '')}", client=connection.client)
 
 
 def _console_page(page: console_web.Page) -> Response:

@@ -19,7 +19,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import auth, encryption, fair, fifo, push, request_dedup, throttle
+from bench import (
+    auth,
+    encryption,
+    fair,
+    fair_share,
+    fifo,
+    push,
+    request_dedup,
+    stop_time,
+    throttle,
+)
 from bench.attributes import AttributesResult, measure_attributes
 from bench.backlog import BacklogConfig, BacklogResult, run_backlogs
 from bench.counting import Counter, NoCounter, RemoteCounter
@@ -205,9 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command-line entry point: the benchmark, then the benchmarks of single features,
     each with servers of its own: fair queues (`bench/fair.py`), FIFO (`bench/fifo.py`),
     the cost of authentication (`bench/auth.py`), throttling across processes
-    (`bench/throttle.py`), push delivery latency (`bench/push.py`), what request
-    deduplication and TLS cost a send (`bench/request_dedup.py`) and the cost of
-    encryption at rest (`bench/encryption.py`)."""
+    (`bench/throttle.py`), a quiet tenant's sends under another's flood
+    (`bench/fair_share.py`), push delivery latency (`bench/push.py`), what request
+    deduplication and TLS cost a send (`bench/request_dedup.py`), the cost of
+    encryption at rest (`bench/encryption.py`) and how long a SIGTERM takes against the
+    messages stored (`bench/stop_time.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -218,12 +230,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     auth.main(["--quick"] if quick else [])
     # Throttling: 4 servers over one store against the configured rate.
     throttle.main(["--quick"] if quick else [])
+    # Fair share: a quiet tenant's sends while another floods (a server of its own).
+    fair_share.main(["--quick"] if quick else [])
     # Push delivery: send -> subscriber latency (a server of its own).
     push.main(["--quick"] if quick else [])
     # What request deduplication and TLS cost a send (servers of its own).
     request_dedup.main(["--quick"] if quick else [])
     # Encryption at rest: send and receive p50 with SSE off and on (a server of its own).
     encryption.main(["--quick"] if quick else [])
+    # One SIGTERM against 10,000 to 500,000 stored messages (servers of its own).
+    stop_time.main(["--quick"] if quick else [])
     return 0
 
 

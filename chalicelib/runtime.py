@@ -18,8 +18,11 @@ from chalicelib.backend.keys import KeyWrapper, KmsKeys, LocalKeys
 from chalicelib.backend.request_records import RequestRecords
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock, SystemClock
+from chalicelib.domain.destinations import DestinationPolicy
+from chalicelib.domain.fair_share import TURN_WAIT_S, ConcurrencyShare
 from chalicelib.domain.queues import ConnectionBudget, QueueRecord
 from chalicelib.domain.throttling import limit_of
+from chalicelib.frontend.admission import Admission
 from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.access_keys import AccessKeyRepository
@@ -31,7 +34,7 @@ from chalicelib.metadata.subscriptions import SubscriptionRepository
 from chalicelib.metadata.throttle_buckets import BucketStore
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
-from chalicelib.secrets import receipt_key
+from chalicelib.secrets import console_key, receipt_key
 from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.encryption import MessageCipher
 from chalicelib.service.failover import FailoverManager
@@ -44,6 +47,7 @@ from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
 from chalicelib.service.request_dedup import RequestDedup
+from chalicelib.service.sign_in_limits import SignInLimits
 from chalicelib.service.subscriptions import SubscriptionService
 from chalicelib.service.throttling import Throttle
 from chalicelib.service.usage import UsageMeter
@@ -65,10 +69,13 @@ class Runtime:
         self._sink: Sink | None = None
         self._epochs: dict[str, str] = {}
         self._key: str | None = None
+        self._console_key: str | None = None
         self._identities: Identities | None = None
+        self._admission: Admission | None = None
         self._push: dict[str, tuple[SubscriptionService, PushDelivery]] = {}
         self._keys: KeyWrapper | None = None
         self._key_lock = threading.Lock()
+        self.sign_in_limits = SignInLimits()  # failed password sign-ins (console, metrics)
 
     @property
     def settings(self) -> Settings:
@@ -152,6 +159,17 @@ class Runtime:
             self._key = receipt_key(settings)
         return self._key
 
+    def receipt_key(self) -> str:
+        """The key that signs this deployment's receipt handles."""
+        return self._receipt_key(self.settings)
+
+    def console_key(self) -> str:
+        """The web console's form-token key, fetched once per container."""
+        with self._key_lock:
+            if self._console_key is None:
+                self._console_key = console_key(self.settings)
+            return self._console_key
+
     def _key_wrapper(self, settings: Settings) -> KeyWrapper:
         """The key-encryption keys of encryption at rest, one per container (every
         region's services share it, and with it the local key file's master key)."""
@@ -184,6 +202,7 @@ class Runtime:
             settings.metadata_cache_seconds, clients.store_credentials(),
             ConnectionBudget(settings.store_connect_timeout_s, settings.store_read_timeout_s,
                              settings.store_attempts),
+            counts_table=settings.control_table,
         )
         holder: list[QueueService] = []
 
@@ -202,7 +221,8 @@ class Runtime:
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)
         clusters = ClusterManager(control)
-        queues = QueueService(repo, messages, self._clock, clusters.place, settings.all_regions)
+        queues = QueueService(repo, messages, self._clock, clusters.place, settings.all_regions,
+                              settings.account_max_queues)
         holder.append(queues)
         move_tasks = MoveTaskService(
             queues, messages, stores, MoveTaskRepository(clients.dynamodb, settings.control_table),
@@ -235,13 +255,34 @@ class Runtime:
         else:
             key_file = settings.keys_key_file or (
                 f"{settings.data_dir}/access-keys.key" if settings.data_dir else None)
-            cipher = LocalCipher(key_file, self._receipt_key(settings))
+            # With a key file (every data folder) the secrets are sealed under that file's
+            # own key, whatever the receipt key is; only a container without one (Lambda
+            # without KMS) derives the key from the deployment's secret receipt key.
+            cipher = LocalCipher(key_file, None if key_file else self._receipt_key(settings))
         root = (settings.root_access_key_id, settings.root_secret_access_key)
         return Identities(
             AccessKeyRepository(clients.dynamodb, settings.control_table), cipher, self._clock,
             settings.auth, settings.account_id,
             (root[0], root[1]) if root[0] and root[1] else None,
             settings.metadata_cache_seconds)
+
+    def admission(self) -> Admission:
+        """The front door of SQS requests (authentication, the accounts' concurrency
+        shares and request rates), one per container."""
+        with self._lock:
+            if self._admission is None:
+                self._admission = Admission(
+                    self.identities, self._throttle_of,
+                    ConcurrencyShare(self.settings.account_max_concurrency, TURN_WAIT_S))
+            return self._admission
+
+    def _throttle_of(self, region: str) -> Throttle | None:
+        """The buckets of the region a request is signed for; None when that region is
+        not served now (the request is then refused by the protocol, as before)."""
+        try:
+            return self.services_for_request(region).throttle
+        except Exception:  # noqa: BLE001 - a bad or downed region: the action answers it
+            return None
 
     def subscriptions(self, region: str = "") -> SubscriptionService:
         """The push subscriptions of a region (the admin API's side)."""
@@ -258,9 +299,12 @@ class Runtime:
             if region not in self._push:
                 repo = SubscriptionRepository(backend.clients.dynamodb,
                                               self.settings.control_table)
+                destinations = DestinationPolicy.of(self.settings.push_allowed_networks)
                 delivery = PushDelivery(repo, services.queues, services.messages, self._clock,
-                                        region, PushOptions(workers=self.settings.push_workers))
-                self._push[region] = (SubscriptionService(repo, self._clock), delivery)
+                                        region, PushOptions(workers=self.settings.push_workers,
+                                                            destinations=destinations))
+                self._push[region] = (SubscriptionService(repo, self._clock, destinations),
+                                      delivery)
             return self._push[region]
 
     def forget_store(self, region: str) -> None:
@@ -280,7 +324,9 @@ class Runtime:
             self._built = {}
             self._managers = {}
             self._key = None
+            self._console_key = None
             self._identities = None
+            self._admission = None
             self._keys = None
             self.health = RegionHealth()
             self.lag = LagMetrics()
@@ -288,6 +334,7 @@ class Runtime:
             self._sink = None
             self._epochs = {}
             self._push = {}
+            self.sign_in_limits = SignInLimits()
 
     @property
     def clock(self) -> Clock:

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
-DEFAULT_RECEIPT_KEY = "dmq-local-development-key"
+from chalicelib.domain.destinations import parse_networks
+
+# Fair share with DMQ_AUTH=required, unless set (docs/throttling.md): each account's
+# request rate, and how many of its requests one process serves at once.
+REQUIRED_ACCOUNT_RPS = 100.0
+REQUIRED_ACCOUNT_CONCURRENCY = 1
 # What .chalice/config.json holds until infra/deploy.py has written the real value.
 PLACEHOLDER = "set by:"
+# SHA-256 of keys that were once published in the source (the old development receipt
+# key): anyone can sign with them, so they are refused wherever they are set.
+RETIRED_KEY_DIGESTS = frozenset({
+    "e85479a951e50b9838efb52f8a9dc13acc35029721b70a514869cf34958e409c",
+})
 
 
 class ConfigurationError(Exception):
@@ -32,9 +45,22 @@ class Settings:
     queues_table: str = "dmq-queues"
     messages_table: str = "dmq-messages"
     bodies_bucket: str = "dmq-bodies"
-    receipt_key: str = DEFAULT_RECEIPT_KEY
-    # On AWS the receipt key is a SecureString in SSM Parameter Store (infra/deploy.py).
+    # The key that signs receipt handles: DMQ_RECEIPT_KEY, else (AWS) the SSM SecureString
+    # DMQ_RECEIPT_KEY_PARAMETER names (infra/deploy.py), else a random key made once in
+    # the data folder (`keys/receipt.key`), else one per process (chalicelib/secrets.py).
+    receipt_key: str | None = None
     receipt_key_parameter: str | None = None
+    # The web console's form-token key, found the same way (`keys/console.key`); never
+    # derived from the receipt key.
+    console_key: str | None = None
+    console_key_parameter: str | None = None
+    # Running on Lambda behind API Gateway, whose own X-Forwarded-Proto is trusted.
+    on_lambda: bool = False
+    # Addresses or CIDRs of reverse proxies whose X-Forwarded-* and Forwarded headers are
+    # believed (DMQ_TRUSTED_PROXIES); from anyone else they are ignored.
+    trusted_proxies: tuple[str, ...] = ()
+    # A bearer token that may read `GET /metrics` (DMQ_METRICS_TOKEN).
+    metrics_token: str | None = None
     messages_stream_arn: str = (
         "arn:aws:dynamodb:us-east-1:000000000000:table/dmq-messages/stream/local"
     )
@@ -73,6 +99,8 @@ class Settings:
     http_idle_timeout_s: float = 60.0
     http_request_timeout_s: float = 10.0
     http_max_body_bytes: int = 8 * 1024 * 1024
+    # ... and how many connections it keeps open at once (idle ones are closed first).
+    http_max_connections: int = 1000
     # How long one run of the move-task handler keeps stepping the running tasks (0: one
     # pass). On Lambda it runs once a minute, within the 30 s timeout; locally every second.
     move_task_run_s: float = 0.0
@@ -101,11 +129,18 @@ class Settings:
     throttle_account_burst: int = 0
     throttle_queue_rps: float = 0.0
     throttle_queue_burst: int = 0
+    # Fair share (docs/throttling.md): requests of one account a process serves at once
+    # (0: no cap; 1 by default with DMQ_AUTH=required), and the queues an account may
+    # have in a region (0: no quota).
+    account_max_concurrency: int = 0
+    account_max_queues: int = 1000
     # Push delivery (docs/push.md): how long one run of the push schedule handler delivers
     # (0: it does not; locally a background loop delivers all the time), and how many
     # delivery workers a process runs per subscription (MaximumConcurrency caps them).
     push_run_s: float = 0.0
     push_workers: int = 4
+    # Networks push endpoints may be in besides public addresses (CIDRs; docs/push.md).
+    push_allowed_networks: tuple[str, ...] = ()
     # Request deduplication: a retried send to a standard queue (same amz-sdk-invocation-id)
     # gets the first response back (DMQ_REQUEST_DEDUP, "on" or "off"; docs/request-dedup.md).
     request_dedup: bool = True
@@ -124,6 +159,16 @@ class Settings:
         if self.sse_key_file:
             return self.sse_key_file
         return os.path.join(self.data_dir, "keys", "sse.key") if self.data_dir else None
+
+    @property
+    def receipt_key_path(self) -> str | None:
+        """Where a generated receipt key is kept: under the data folder."""
+        return os.path.join(self.data_dir, "keys", "receipt.key") if self.data_dir else None
+
+    @property
+    def console_key_path(self) -> str | None:
+        """Where a generated console key is kept: under the data folder."""
+        return os.path.join(self.data_dir, "keys", "console.key") if self.data_dir else None
 
     @property
     def store_budget_s(self) -> float:
@@ -170,8 +215,13 @@ class Settings:
             queues_table=queues_table,
             messages_table=messages_table,
             bodies_bucket=env.get("DMQ_BODIES_BUCKET", base.bodies_bucket),
-            receipt_key=env.get("DMQ_RECEIPT_KEY", base.receipt_key),
+            receipt_key=env.get("DMQ_RECEIPT_KEY") or None,
             receipt_key_parameter=env.get("DMQ_RECEIPT_KEY_PARAMETER") or None,
+            console_key=env.get("DMQ_CONSOLE_KEY") or None,
+            console_key_parameter=env.get("DMQ_CONSOLE_KEY_PARAMETER") or None,
+            on_lambda=on_lambda,
+            trusted_proxies=_proxies(env.get("DMQ_TRUSTED_PROXIES", "")),
+            metrics_token=env.get("DMQ_METRICS_TOKEN") or None,
             messages_stream_arn=env.get("DMQ_MESSAGES_STREAM_ARN", local_arn),
             inline_body_limit=int(env.get("DMQ_INLINE_BODY_LIMIT", base.inline_body_limit)),
             long_poll_interval_ms=int(
@@ -217,7 +267,7 @@ class Settings:
             keys_kms_key_id=env.get("DMQ_KEYS_KMS_KEY_ID") or None,
             keys_key_file=env.get("DMQ_KEYS_KEY_FILE") or None,
             admin_iam_gateway=on_lambda,
-            throttle_account_rps=float(env.get("DMQ_THROTTLE_ACCOUNT_RPS", "0") or 0),
+            **_fair_share(env, on_lambda),
             throttle_account_burst=int(env.get("DMQ_THROTTLE_ACCOUNT_BURST", "0") or 0),
             throttle_queue_rps=float(env.get("DMQ_THROTTLE_QUEUE_RPS", "0") or 0),
             throttle_queue_burst=int(env.get("DMQ_THROTTLE_QUEUE_BURST", "0") or 0),
@@ -243,17 +293,28 @@ def _check_deployed(env: Mapping[str, str]) -> None:
                 f"{name} is still the placeholder {value!r}: run that command (it writes the "
                 "stage's stream ARNs and receipt key) before chalice package or deploy.")
     on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
-    key = env.get("DMQ_RECEIPT_KEY", DEFAULT_RECEIPT_KEY)
-    if on_lambda and not env.get("DMQ_RECEIPT_KEY_PARAMETER") and key == DEFAULT_RECEIPT_KEY:
+    _check_keys(env)
+    if on_lambda and not env.get("DMQ_RECEIPT_KEY_PARAMETER") and not env.get("DMQ_RECEIPT_KEY"):
         raise ConfigurationError(
-            "DMQ refuses the development receipt key on AWS: set DMQ_RECEIPT_KEY_PARAMETER "
-            "to an SSM SecureString holding a secret key (python infra/deploy.py --stage "
-            "STAGE creates one and sets it), or DMQ_RECEIPT_KEY to a secret value.")
+            "DMQ on AWS needs a secret receipt key: set DMQ_RECEIPT_KEY_PARAMETER to an SSM "
+            "SecureString holding one (python infra/deploy.py --stage STAGE creates one and "
+            "sets it), or DMQ_RECEIPT_KEY to a secret value.")
     if on_lambda and env.get("DMQ_SSE_KEYS") == "local" and not env.get("DMQ_SSE_KEY_FILE"):
         raise ConfigurationError(
             "DMQ_SSE_KEYS=local on AWS needs DMQ_SSE_KEY_FILE, one key file every function "
             "shares; otherwise each container would encrypt with a key of its own. Use "
             "DMQ_SSE_KEYS=kms (the default on Lambda).")
+
+
+def _check_keys(env: Mapping[str, str]) -> None:
+    """Refuse a key that was once published (anyone could sign receipt handles or console
+    forms with it)."""
+    for name in ("DMQ_RECEIPT_KEY", "DMQ_CONSOLE_KEY"):
+        value = env.get(name) or ""
+        if hashlib.sha256(value.encode()).hexdigest() in RETIRED_KEY_DIGESTS:
+            raise ConfigurationError(
+                f"{name} is a key that was published in DMQ's source: anyone can sign with "
+                "it. Unset it (a random key is made in the data folder) or set a secret one.")
 
 
 def check_auth(env: Mapping[str, str]) -> None:
@@ -269,6 +330,43 @@ def check_auth(env: Mapping[str, str]) -> None:
             "DMQ_AUTH=required needs DMQ_ROOT_ACCESS_KEY_ID and DMQ_ROOT_SECRET_ACCESS_KEY: "
             "the root credentials of DMQ_ACCOUNT_ID, an admin (further keys are made with "
             "the admin API).")
+
+
+def _fair_share(env: Mapping[str, str], on_lambda: bool) -> dict[str, Any]:
+    """The per-account limits, the connection cap and the push destinations. With
+    DMQ_AUTH=required every account gets a request rate and a concurrency share unless
+    the operator sets them (0 turns either off); the open mode keeps them off."""
+    required = env.get("DMQ_AUTH", "required" if on_lambda else "open").strip().lower() \
+        == "required"
+    rps = env.get("DMQ_THROTTLE_ACCOUNT_RPS", "").strip()
+    concurrency = env.get("DMQ_ACCOUNT_MAX_CONCURRENCY", "").strip()
+    networks = tuple(n.strip() for n in env.get("DMQ_PUSH_ALLOWED_NETWORKS", "").split(",")
+                     if n.strip())
+    try:
+        parse_networks(networks)
+    except ValueError as exc:
+        raise ConfigurationError(f"DMQ_PUSH_ALLOWED_NETWORKS: {exc}") from exc
+    return {
+        "throttle_account_rps": float(rps) if rps else (
+            REQUIRED_ACCOUNT_RPS if required else 0.0),
+        "account_max_concurrency": max(0, int(concurrency)) if concurrency else (
+            REQUIRED_ACCOUNT_CONCURRENCY if required else 0),
+        "account_max_queues": max(0, int(env.get("DMQ_ACCOUNT_MAX_QUEUES", "1000") or 0)),
+        "http_max_connections": max(1, int(env.get("DMQ_HTTP_MAX_CONNECTIONS", "1000"))),
+        "push_allowed_networks": networks,
+    }
+
+
+def _proxies(text: str) -> tuple[str, ...]:
+    """DMQ_TRUSTED_PROXIES: comma-separated addresses or CIDRs."""
+    entries = tuple(p.strip() for p in text.split(",") if p.strip())
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"DMQ_TRUSTED_PROXIES: {entry!r} is not an address or a CIDR.") from exc
+    return entries
 
 
 def _names(text: str, default: tuple[str, ...]) -> tuple[str, ...]:

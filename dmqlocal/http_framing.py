@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import re
 import socket
+import ssl
 import time
 from email.message import Message
 
@@ -31,17 +32,36 @@ class DeadlineSocketIO(io.RawIOBase):
         super().__init__()
         self._sock = sock
         self.deadline: float | None = None
+        self.nonblocking = False  # read only what has arrived (None when nothing has)
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
+    def readinto(self, buffer: memoryview | bytearray) -> int | None:  # type: ignore[override]
+        if self.nonblocking:
+            self._sock.settimeout(0)
+            try:
+                return self._sock.recv_into(buffer)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                return None
         if self.deadline is not None:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("the request did not arrive in time")
             self._sock.settimeout(remaining)
+        else:
+            self._sock.settimeout(None)
         return self._sock.recv_into(buffer)
+
+
+def arrived(reader: io.BufferedReader[DeadlineSocketIO], raw: DeadlineSocketIO) -> bool:
+    """True when bytes of the next request are buffered or waiting in the socket (or the
+    peer closed), found without blocking."""
+    raw.nonblocking = True
+    try:
+        return bool(reader.peek(1))
+    finally:
+        raw.nonblocking = False
 
 
 def read_body(headers: Message, rfile: io.BufferedIOBase, max_bytes: int) -> bytes:

@@ -6,16 +6,19 @@ dead-letter moves per queue). Gauges are read when a scrape comes, per queue of 
 live region: visible, in-flight and delayed messages (what GetQueueAttributes answers:
 the store's sharded counters, less the hidden part of the visibility index, so the cost
 never grows with the visible backlog) and the age of the oldest message (the head of
-each shard, one item per shard): see `chalicelib.frontend.queue_metrics`. A scrape
-within `cache_s` of the last one is answered from that one, so a busy scraper costs the
-store nothing more.
+each shard, one item per shard): see `chalicelib.frontend.queue_metrics`.
+
+A scrape costs the same whatever the number of queues: it is answered with the last
+rendering of the whole exposition (`shared_render.py`), made anew at most once per
+`cache_s` and never more often than ten times its own duration, by one thread while
+concurrent scrapers share it. Who may scrape is `metrics_access.py`'s business.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -28,6 +31,7 @@ from chalicelib.clock import SystemClock
 from chalicelib.frontend import queue_metrics
 from chalicelib.frontend.queue_metrics import QueueGauges
 from chalicelib.runtime import Runtime
+from dmqlocal.shared_render import SharedRender
 
 PATH = "/metrics"
 CACHE_S = 1.0
@@ -113,33 +117,37 @@ def _gauge_families(gauges: Iterable[QueueGauges]) -> Iterator[Metric]:
 
 
 class MetricsEndpoint:
-    """Renders the exposition; gauges read at most once per `cache_s`."""
+    """Renders the exposition, at most once per `cache_s` (0: at every scrape), shared by
+    concurrent scrapes."""
 
     def __init__(self, runtime: Runtime, cache_s: float = CACHE_S,
                  now_ms: Callable[[], int] | None = None) -> None:
         self._runtime = runtime
         self._now_ms = now_ms or SystemClock().now_ms
-        self._cache_s = cache_s
-        self._lock = threading.Lock()
-        self._cached: tuple[float, list[QueueGauges]] | None = None
         self.reads = 0  # gauge reads of the store, for tests
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(DmqCollector(self._current_gauges))
+        self.registry.register(DmqCollector(self._read_gauges))
+        self._shared = SharedRender(lambda: generate_latest(self.registry), cache_s)
+        self._gzip_lock = threading.Lock()
+        self._gzipped: tuple[bytes, bytes] | None = None  # (rendering, compressed)
 
-    def _current_gauges(self) -> list[QueueGauges]:
-        with self._lock:
-            now = time.monotonic()
-            if self._cached is None or now - self._cached[0] >= self._cache_s:
-                self._cached = (now, read_gauges(self._runtime, self._now_ms))
-                self.reads += 1
-            return self._cached[1]
+    def _read_gauges(self) -> list[QueueGauges]:
+        self.reads += 1
+        return read_gauges(self._runtime, self._now_ms)
 
-    def respond(self) -> Response:
-        """The text exposition format, version 0.0.4."""
-        return 200, {"Content-Type": CONTENT_TYPE_PLAIN_0_0_4}, generate_latest(self.registry)
+    @property
+    def renders(self) -> int:
+        """How many times the exposition was rendered."""
+        return self._shared.renders
 
-
-def routes(runtime: Runtime) -> dict[str, Callable[[], Response]]:
-    """The local server's GET route for the metrics."""
-    endpoint = MetricsEndpoint(runtime)
-    return {PATH: endpoint.respond}
+    def respond(self, gzipped: bool = False) -> Response:
+        """The text exposition format, version 0.0.4; gzipped (as Prometheus asks for it)
+        once per rendering, not per scrape."""
+        body = self._shared.get()
+        headers = {"Content-Type": CONTENT_TYPE_PLAIN_0_0_4}
+        if not gzipped:
+            return 200, headers, body
+        with self._gzip_lock:
+            if self._gzipped is None or self._gzipped[0] is not body:
+                self._gzipped = (body, gzip.compress(body, compresslevel=5))
+            return 200, {**headers, "Content-Encoding": "gzip"}, self._gzipped[1]

@@ -16,15 +16,18 @@ from chalicelib.aws import Clients
 from chalicelib.clock import SystemClock
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
-from dmqlocal import chaos, counting, export_route, metrics, region_simulation
+from dmqlocal import chaos, counting, export_route, metrics_access, region_simulation
 from dmqlocal.dynamodb_local import DynamoDBLocal, StartCancelledError
+from dmqlocal.export_increments import IncrementalExporter
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
+from dmqlocal.front_door import FrontDoor
 from dmqlocal.handlers import (
     ScheduleBinding,
     StreamBinding,
     local_schedule_bindings,
     local_stream_bindings,
 )
+from dmqlocal.metrics import MetricsEndpoint
 from dmqlocal.pump import StreamPump
 from dmqlocal.push_loop import PushLoop
 from dmqlocal.scheduler import Scheduler
@@ -76,6 +79,7 @@ class LocalDmq:
         self._sweeps: list[ScheduleBinding] = []  # TTL for request records (ttl_sweep.py)
         self._hurried = False
         self._dynamodb_local: DynamoDBLocal | None = None  # kept for reports after the stop
+        self.metrics: MetricsEndpoint | None = None  # GET /metrics (dmqlocal/metrics_access.py)
 
     @property
     def store_kind(self) -> StoreKind:
@@ -111,6 +115,11 @@ class LocalDmq:
         self._runtime.configure(settings)
         bindings = local_stream_bindings(self._app, settings.queues_table,
                                          settings.all_regions)
+        # Incremental exports: one more consumer of every stream the pump reads.
+        increments = (IncrementalExporter(settings.data_dir, self._runtime.epoch)
+                      if settings.data_dir else None)
+        if increments is not None:
+            bindings = [*bindings, *increments.bindings(bindings)]
         targets: list[ExportTarget] = []
         for region in settings.all_regions:
             targets += self._prepare_region(settings, region, bindings, Path(data_dir or ".dmq"))
@@ -118,7 +127,7 @@ class LocalDmq:
         if settings.data_dir:
             self.exporter = PeriodicExporter(
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),
-                settings.export_interval_s)
+                settings.export_interval_s, increments, self._archive_caught_up)
         self.scheduler = Scheduler(
             local_schedule_bindings(self._app, settings.failover_after_s,
                                     self.options.schedule_scale) + self._sweeps,
@@ -130,11 +139,12 @@ class LocalDmq:
                            chaos.ENV, self.chaos.fraction)
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         export_route.install(self._app, self.exporter.export_now if self.exporter else None)
+        self.metrics = metrics_access.install(self._app, self._runtime)
         self.server = LocalServer(self._app, self.options.host, self.options.port,
-                                  {**counting.routes(counter), **chaos.routes(self.chaos),
-                                   **metrics.routes(self._runtime)},
+                                  {**counting.routes(counter), **chaos.routes(self.chaos)},
                                   HttpLimits.of(settings), self.options.tls,
-                                  self.options.listener)
+                                  self.options.listener, settings.trusted_proxies,
+                                  FrontDoor(self._runtime))
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for pump in self.pumps:
             pump.start()
@@ -188,16 +198,19 @@ class LocalDmq:
                 for table in (settings.queues_table,
                               *(settings.cluster_table(c) for c in settings.clusters))]
 
-    def _archive_caught_up(self, since: float) -> bool:
-        return all(p.wait_caught_up(since, timeout_s=30) for p in self.pumps)
+    def _archive_caught_up(self, since: float, timeout_s: float) -> bool:
+        return all(p.wait_caught_up(since, timeout_s) for p in self.pumps)
 
     def skip_export(self) -> None:
-        """Abandon the table export under way (a second Ctrl-C while stopping)."""
+        """Abandon the table export under way, and make a stop skip writing the pending
+        incremental export (a second Ctrl-C while stopping): it stays spooled for the
+        next start."""
         if self.exporter is not None:
             self.exporter.cancel()
 
     def export_now(self) -> None:
-        """Write a table export now (what the timer and the shutdown do)."""
+        """Write the pending incremental exports and a full export now (what the timers
+        do; a stop writes only the incremental ones)."""
         if self.exporter is not None:
             self.exporter.export_now()
 

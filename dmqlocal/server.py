@@ -10,25 +10,30 @@ of up to 20 s) is not bounded: only reading the request is.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+import select
 import socket
 import ssl
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from chalice import Chalice
 from chalice.config import Config
-from chalice.local import LocalGateway, LocalGatewayException, RouteMatcher
+from chalice.local import LocalGatewayException, RouteMatcher
 
 from chalicelib.settings import Settings
+from dmqlocal.connection import Connection, ConnectionGateway, trusted_headers
+from dmqlocal.connection_pool import HOT_S, ConnectionPool, PooledConnection, fd_room, refuse
 from dmqlocal.http_errors import HttpError, Reply, is_sqs_error, reshaped, sqs_error
-from dmqlocal.http_framing import READ_SIZE, DeadlineSocketIO, read_body
+from dmqlocal.http_framing import READ_SIZE, DeadlineSocketIO, arrived, read_body
 from dmqlocal.per_thread import serve_from_threads
 
 logger = logging.getLogger("dmq.local")
@@ -39,6 +44,9 @@ warnings.filterwarnings("ignore", message=r".*will be authorized to allow local 
                         category=UserWarning)
 # A local-only GET path answered beside the app: () -> (status, headers, body).
 Route = Callable[[], tuple[int, dict[str, str], Any]]
+# The front door of app requests: (method, path, headers, body) -> a context in which the
+# request is served, giving None to go on or the reply that refuses it.
+Gate = Callable[[str, str, dict[str, str], bytes], AbstractContextManager[Reply | None]]
 MAX_REQUEST_LINE = 65536
 MAX_BLANK_LINES = 4
 LINGER_S = 1.0  # after refusing a request, how long its unread bytes are drained
@@ -53,22 +61,32 @@ class HttpLimits:
     idle_timeout_s: float = 60.0
     request_timeout_s: float = 10.0
     max_body_bytes: int = 8 * 1024 * 1024
+    max_connections: int = 1000
 
     @classmethod
     def of(cls, settings: Settings) -> HttpLimits:
         """The limits the settings name (DMQ_HTTP_*)."""
         return cls(settings.http_idle_timeout_s, settings.http_request_timeout_s,
-                   settings.http_max_body_bytes)
+                   settings.http_max_body_bytes, settings.http_max_connections)
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    gateway: LocalGateway
+    gateway: ConnectionGateway
     matcher: RouteMatcher
     routes: dict[str, Route] = {}
     limits: HttpLimits = HttpLimits()
     https = False  # served over TLS: queue URLs say https, as behind API Gateway
+    trusted_proxies: tuple[str, ...] = ()  # peers whose forwarded headers the app may see
+    gate: Gate | None = None  # the front door (admission) of the app's SQS requests
     _handshake_failed = False
+
+    def __init__(self, request: Any, client_address: Any, server: Any) -> None:
+        # Unlike socketserver's handlers, set up in the connection's first thread (the TLS
+        # handshake included) and then serving requests as they come (`serve_ready`); the
+        # connection pool holds the connection, without a thread, while it is idle.
+        self.request, self.client_address, self.server = request, client_address, server
+        self._ready = False
 
     def setup(self) -> None:
         if isinstance(self.request, ssl.SSLSocket):
@@ -78,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.rfile.close()
         self._socket_in = DeadlineSocketIO(self.connection)
-        self.rfile = io.BufferedReader(self._socket_in, 64 * 1024)
+        self.rfile = self._reader = io.BufferedReader(self._socket_in, 64 * 1024)
 
     def _handshake(self) -> None:
         """The TLS handshake, in this connection's thread and within the request time limit
@@ -96,22 +114,53 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the request log quiet; errors still reach the logger."""
 
-    def handle(self) -> None:
-        """Serve the connection's requests; a peer that goes away or stalls ends it."""
-        if self._handshake_failed:
-            return
+    def serve_ready(self) -> bool:
+        """Serve the request that has begun to arrive, and the next ones while they come
+        within HOT_S; True when the connection stays open (idle), False when it is done
+        (closed by either side, refused, or a peer that goes away or stalls)."""
         try:
-            super().handle()
+            if not self._ready:
+                self._ready = True
+                self.setup()
+                if self._handshake_failed:
+                    return False
+                if not self._next_request_soon():  # a TLS handshake, no request yet
+                    return True
+            while True:
+                self.close_connection = True
+                self.handle_one_request()
+                if self.close_connection:
+                    return False
+                if not self._next_request_soon():
+                    return True
         except OSError:  # reset, broken pipe, or a timeout while writing
-            self.close_connection = True
+            return False
+
+    def _next_request_soon(self) -> bool:
+        """True when the next request has begun to arrive, or does within HOT_S."""
+        if arrived(self._reader, self._socket_in):
+            return True
+        poller = select.poll()
+        poller.register(self.connection, select.POLLIN)
+        return bool(poller.poll(HOT_S * 1000))
+
+    def close(self) -> None:
+        """End the connection: its streams, then the socket."""
+        if self._ready:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                self.finish()
+        with contextlib.suppress(OSError):
+            self.request.shutdown(socket.SHUT_WR)
+        self.request.close()
 
     def handle_one_request(self) -> None:
         """Read one request within the time limits, then serve it."""
         self.requestline, self.request_version, self.command = "", "HTTP/1.1", ""
-        self._socket_in.deadline = time.monotonic() + self.limits.idle_timeout_s
+        # Bytes have arrived (an idle connection waits in the pool, not here).
+        self._socket_in.deadline = time.monotonic() + self.limits.request_timeout_s
         try:
             self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
-        except TimeoutError:  # idle: close without a word, as HTTP servers do
+        except TimeoutError:  # stalled before a request line: close without a word
             self.close_connection = True
             return
         for _ in range(MAX_BLANK_LINES):  # blank lines before a request are ignored
@@ -151,9 +200,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _respond(self, body: bytes) -> Reply:
         """The app's answer (or a local route's), errors in the SQS shape."""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        if self.https:
-            headers["x-forwarded-proto"] = "https"
+        connection = Connection(str(self.client_address[0]), self.https)
+        headers = trusted_headers({k.lower(): v for k, v in self.headers.items()}, connection,
+                                  self.trusted_proxies)
         try:
             route = self.routes.get(self.path) if self.command in ("GET", "HEAD") else None
             if route is not None:
@@ -162,10 +211,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return sqs_error(404, f"No SQS operation at {self.path[:200]!r}: SQS "
                                       "requests are POST /.")
             else:
-                response = self.gateway.handle_request(self.command, self.path, headers, body)
-                status, out_headers, payload = (
-                    response["statusCode"], response.get("headers") or {},
-                    response.get("body"))
+                status, out_headers, payload = self._through_gate(connection, headers, body)
         except LocalGatewayException as exc:
             status, out_headers, payload = exc.CODE, exc.headers, exc.body
         except Exception:  # a fault is an SQS InternalError, never a hang-up
@@ -175,6 +221,19 @@ class _Handler(BaseHTTPRequestHandler):
         if status >= 400 and not is_sqs_error(out_headers) and not _is_page(out_headers):
             return reshaped(status, out_headers, data)
         return status, {k: str(v) for k, v in out_headers.items()}, data
+
+    def _through_gate(self, connection: Connection, headers: dict[str, str],
+                      body: bytes) -> tuple[int, Any, Any]:
+        """The app's answer, once the front door admitted the request (its refusal else)."""
+        with contextlib.ExitStack() as admitted:
+            if self.gate is not None:
+                refused = admitted.enter_context(
+                    self.gate(self.command, self.path, headers, body))
+                if refused is not None:
+                    return refused
+            response = self.gateway.serve(connection, self.command, self.path, headers, body)
+            return (response["statusCode"], response.get("headers") or {},
+                    response.get("body"))
 
     def _known_path(self) -> bool:
         try:
@@ -235,11 +294,31 @@ def _is_page(headers: Mapping[str, Any]) -> bool:
                for k, v in headers.items())
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(HTTPServer):
     allow_reuse_address = True
-    request_queue_size = 128
+    request_queue_size = 1024
     tls: ssl.SSLContext | None = None
+    pool: ConnectionPool
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Hand the accepted connection to the pool, which gives it a thread when it has
+        a request to serve (never the accepting thread)."""
+        self.pool.offer(request, client_address)
+
+    def serve_connection(self, connection: PooledConnection) -> bool:
+        """Serve what the connection sends now; True when it stays open, idle."""
+        if connection.state is None:
+            handler: Any = self.RequestHandlerClass
+            connection.state = handler(connection.sock, connection.address, self)
+        return bool(connection.state.serve_ready())
+
+    @staticmethod
+    def close_connection(connection: PooledConnection) -> None:
+        """Close a connection the pool is done with."""
+        if connection.state is not None:
+            connection.state.close()
+        else:
+            connection.sock.close()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         """Accept a connection; over TLS, wrap it (the handshake waits for its thread)."""
@@ -255,12 +334,15 @@ class LocalServer:
     def __init__(self, app: Chalice, host: str = "127.0.0.1", port: int = 9324,
                  routes: dict[str, Route] | None = None,
                  limits: HttpLimits | None = None, tls: ssl.SSLContext | None = None,
-                 listener: socket.socket | None = None) -> None:
+                 listener: socket.socket | None = None,
+                 trusted_proxies: tuple[str, ...] = (), gate: Gate | None = None) -> None:
         serve_from_threads(app)  # each thread reads its own request, not the last one's
         handler = type("Handler", (_Handler,), {
-            "gateway": LocalGateway(app, Config()), "matcher": RouteMatcher(list(app.routes)),
+            "gateway": ConnectionGateway(app, Config()),
+            "matcher": RouteMatcher(list(app.routes)),
             "routes": dict(routes or {}), "limits": limits or HttpLimits(),
-            "https": tls is not None})
+            "https": tls is not None, "trusted_proxies": tuple(trusted_proxies),
+            "gate": staticmethod(gate) if gate is not None else None})
         if listener is None:
             self._server = _Server((host, port), handler)
         else:  # bound and listening already (dmqlocal/preflight.py)
@@ -269,7 +351,15 @@ class LocalServer:
             self._server.socket = listener
             self._server.server_address = listener.getsockname()[:2]
         self._server.tls = tls
+        limits = limits or HttpLimits()
+        self._server.pool = ConnectionPool(
+            self._server.serve_connection, self._server.close_connection, refuse,
+            fd_room(limits.max_connections), limits.idle_timeout_s)
         self._thread: threading.Thread | None = None
+
+    def connections(self) -> tuple[int, int, int]:
+        """(open, idle, at work) connections right now."""
+        return self._server.pool.counts()
 
     @property
     def port(self) -> int:
@@ -285,6 +375,7 @@ class LocalServer:
 
     def start(self) -> None:
         """Serve in a background thread."""
+        self._server.pool.start()
         self._thread = threading.Thread(target=self._server.serve_forever, name="dmq-http",
                                         daemon=True)
         self._thread.start()
@@ -293,5 +384,6 @@ class LocalServer:
         """Stop serving and close the socket."""
         self._server.shutdown()
         self._server.server_close()
+        self._server.pool.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 
-from chalicelib.settings import ConfigurationError, check_auth
+from chalicelib.settings import ConfigurationError, Settings
 from dmqlocal.instance import DataFolder, DataFolderError
 from dmqlocal.lifecycle import Lifecycle
 from dmqlocal.preflight import PreflightError, bind_listener, check_tools
@@ -60,7 +60,7 @@ def _check_options(args: argparse.Namespace) -> StoreKind:
         raise ValueError(f"DMQ_DYNAMODB_LOCAL_SYNC={args.sync!r}: use second or always")
     if args.log_format not in ("text", "json"):
         raise ValueError(f"DMQ_LOG_FORMAT={args.log_format!r}: use text or json")
-    check_auth(os.environ)
+    Settings.from_env(os.environ)  # every setting, auth and keys included (ConfigurationError)
     return store
 
 

@@ -4,9 +4,10 @@
 
 It creates or updates the CloudFormation stack from infra/dmq.template.json, reads
 the stream ARNs from the stack outputs and writes them into .chalice/config.json for
-that stage. The receipt signing key never goes into that (tracked) file: a fresh one is
-stored once as the SSM SecureString /dmq/<stage>/receipt-key, kept on redeploys, and
-the stage's environment names it (DMQ_RECEIPT_KEY_PARAMETER).
+that stage. The receipt signing key and the console's form-token key never go into that
+(tracked) file: fresh random ones are stored once as the SSM SecureStrings
+/dmq/<stage>/receipt-key and /dmq/<stage>/console-key, kept on redeploys, and the stage's
+environment names them (DMQ_RECEIPT_KEY_PARAMETER, DMQ_CONSOLE_KEY_PARAMETER).
 """
 
 from __future__ import annotations
@@ -63,10 +64,19 @@ def deploy_stack(
 def ensure_receipt_key(ssm: Any, stage: str) -> str:
     """Store a fresh receipt key as an SSM SecureString unless the stage has one;
     return the parameter's name."""
-    name = f"/dmq/{stage}/receipt-key"
+    return _ensure_secret(ssm, f"/dmq/{stage}/receipt-key", "DMQ receipt handle signing key")
+
+
+def ensure_console_key(ssm: Any, stage: str) -> str:
+    """Store a fresh key for the web console's form tokens unless the stage has one;
+    return the parameter's name."""
+    return _ensure_secret(ssm, f"/dmq/{stage}/console-key", "DMQ console form-token key")
+
+
+def _ensure_secret(ssm: Any, name: str, description: str) -> str:
     try:
         ssm.put_parameter(Name=name, Value=secrets.token_urlsafe(32), Type="SecureString",
-                          Description="DMQ receipt handle signing key", Overwrite=False)
+                          Description=description, Overwrite=False)
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "ParameterAlreadyExists":
             raise
@@ -92,14 +102,16 @@ def ensure_sse_key(kms: Any) -> str:
 def update_config(
     config_path: Path, stage: str, outputs: dict[str, str], ssm: Any, kms: Any | None = None,
 ) -> dict[str, Any]:
-    """Write the stream ARNs and the receipt key's parameter name into the stage's
-    environment (the key itself stays in SSM)."""
+    """Write the stream ARNs and the names of the receipt and console keys' parameters
+    into the stage's environment (the keys themselves stay in SSM)."""
     config = json.loads(config_path.read_text())
     env = config["stages"].setdefault(stage, {}).setdefault("environment_variables", {})
     env["DMQ_MESSAGES_STREAM_ARN"] = outputs["MessagesStreamArn"]
     env["DMQ_QUEUES_STREAM_ARN"] = outputs["QueuesStreamArn"]
     env.pop("DMQ_RECEIPT_KEY", None)
+    env.pop("DMQ_CONSOLE_KEY", None)
     env["DMQ_RECEIPT_KEY_PARAMETER"] = ensure_receipt_key(ssm, stage)
+    env["DMQ_CONSOLE_KEY_PARAMETER"] = ensure_console_key(ssm, stage)
     if kms is not None:  # encryption at rest: data keys from KMS, SSE-SQS under DMQ's key
         env["DMQ_SSE_KEYS"] = "kms"
         env["DMQ_SSE_MANAGED_KEY_ID"] = ensure_sse_key(kms)

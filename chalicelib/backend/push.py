@@ -18,23 +18,22 @@ schedule handler's Lambda on AWS, the local server's delivery loop locally).
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from chalice.app import SQSEvent
 
+from chalicelib.backend import push_http
+from chalicelib.domain.destinations import DestinationPolicy
 from chalicelib.domain.subscriptions import Invocation
 
 logger = logging.getLogger(__name__)
 QueueHandler = Callable[[SQSEvent], Any]
 H = TypeVar("H", bound=QueueHandler)
-# The largest answer read from an endpoint (a batchItemFailures list of 10,000 ids fits).
-MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 
 _lock = threading.Lock()
 _functions: dict[str, QueueHandler] = {}
@@ -76,20 +75,25 @@ def call_function(name: str, event: dict[str, Any]) -> Invocation:
         return Invocation(False, error=f"{type(exc).__name__}: {exc}")
 
 
-def call_endpoint(url: str, event: dict[str, Any], timeout_s: float) -> Invocation:
-    """POST the event as JSON. A 2xx answer succeeds, with its JSON body (none: None; not
-    JSON: a string, which a partial-batch reading takes as a failure); an HTTP error, a
-    timeout or a refused connection fails the batch."""
+def call_endpoint(url: str, event: dict[str, Any], timeout_s: float,
+                  policy: DestinationPolicy | None = None) -> Invocation:
+    """POST the event as JSON to an address the policy allows (push_http.py). A 2xx answer
+    succeeds, with its JSON body (none: None; not JSON: a string, which a partial-batch
+    reading takes as a failure); an HTTP error, a redirect (never followed), a timeout, a
+    refused connection or a refused destination fails the batch."""
     data = json.dumps(event).encode()
-    request = urllib.request.Request(url, data=data, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": "dmq-push"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            body = response.read(MAX_RESPONSE_BYTES)
-    except urllib.error.HTTPError as exc:
-        return Invocation(False, error=f"HTTP {exc.code}")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return Invocation(False, error=str(getattr(exc, "reason", exc)))
+        answer = push_http.post(url, data, timeout_s, policy or DestinationPolicy())
+    except push_http.DestinationRefusedError as exc:
+        logger.warning("push endpoint refused: %s", exc)
+        return Invocation(False, error=f"destination refused: {exc}")
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        return Invocation(False, error=str(exc) or type(exc).__name__)
+    if 300 <= answer.status < 400:
+        return Invocation(False, error=f"HTTP {answer.status} (redirects are not followed)")
+    if not 200 <= answer.status < 300:
+        return Invocation(False, error=f"HTTP {answer.status}")
+    body = answer.body
     if not body.strip():
         return Invocation(True, None)
     try:

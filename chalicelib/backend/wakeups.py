@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+from chalicelib.domain import fair_share
+
 
 class Wakeups:
     """One condition per queue; `notify` after a send, `wait` inside a long poll."""
@@ -28,8 +30,9 @@ class Wakeups:
             self._condition.notify_all()
 
     def wait(self, queue_id: str, seen: int, timeout_s: float) -> None:
-        """Block until a send after generation `seen`, or the timeout."""
-        with self._condition:
+        """Block until a send after generation `seen`, or the timeout. The waiting request
+        gives its place in its account's concurrency share back meanwhile."""
+        with fair_share.idle(), self._condition:
             self._condition.wait_for(
                 lambda: self._generations.get(queue_id, 0) != seen, timeout=max(timeout_s, 0)
             )

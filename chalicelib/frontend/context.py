@@ -65,14 +65,16 @@ def trace_header_from_headers(headers: Mapping[str, str]) -> str | None:
 
 
 def context_from_headers(headers: Mapping[str, str], account: str, region: str,
-                         caller: Caller | None = None) -> RequestContext:
+                         caller: Caller | None = None, secure: bool = False) -> RequestContext:
     """The context of a request (headers with lower-case names) to a deployment whose
     account and default region are given: the same for every protocol. With a caller,
-    the account is the caller's (from its credential, never from the URL)."""
+    the account is the caller's (from its credential, never from the URL). `secure` says
+    the request came over TLS, as its transport establishes it (`transport.py`), never
+    as a header of the client's says."""
     return RequestContext(
         account=caller.account if caller is not None else account,
         region=region_from_headers(headers, region),
-        base_url=base_url_from_headers(headers),
+        base_url=base_url_from_headers(headers, secure),
         trace_header=trace_header_from_headers(headers),
         caller=caller,
         invocation_id=invocation_id_from_headers(headers),
@@ -85,11 +87,10 @@ def invocation_id_from_headers(headers: Mapping[str, str]) -> str | None:
     return value if _INVOCATION_ID.fullmatch(value) else None
 
 
-def base_url_from_headers(headers: Mapping[str, str]) -> str:
-    """Scheme and host the client used (API Gateway sets X-Forwarded-Proto)."""
-    scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()
+def base_url_from_headers(headers: Mapping[str, str], secure: bool = False) -> str:
+    """Scheme (https when the transport is TLS) and host the client used."""
     host = headers.get("host", "localhost")
-    return f"{scheme}://{host}"
+    return f"{'https' if secure else 'http'}://{host}"
 
 
 def could_be_queue(account: str, name: str) -> bool:

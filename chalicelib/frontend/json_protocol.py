@@ -14,7 +14,7 @@ from chalicelib.frontend.context import context_from_headers, region_from_header
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.json_input import decode_object
-from chalicelib.frontend.metering import payload_bytes, queue_of
+from chalicelib.frontend.metering import OK, outcome_of, payload_bytes, queue_of
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.routing import route
 from chalicelib.frontend.services import Services
@@ -59,58 +59,68 @@ def _parse(headers: Mapping[str, str], body: bytes | None) -> tuple[str, Params]
 class Meter(Protocol):
     """Counts requests for the usage records."""
 
-    def record(self, account: str, queue: str, action: str, payload_bytes: int) -> None: ...
+    def record(self, account: str, queue: str, action: str, payload_bytes: int,
+               outcome: str = OK) -> None: ...
 
 
 def handle(
     services_for: Callable[[str], Services], headers: Mapping[str, str], body: bytes | None,
     meter: Meter | None = None, authenticate: Callable[[], Caller] | None = None,
+    secure: bool = False,
 ) -> HttpResponse:
     """Serve one request: authenticate, parse, dispatch, serialise; every failure is an
-    SQS error.
+    SQS error. `secure`: the request came over TLS (its transport says so, not a header).
 
-    Every request that names an action is metered, failed ones included (SQS bills them).
+    Every request that names an action is metered against the caller's account, failed
+    and refused ones included (SQS bills them), with its outcome.
     """
     request_id = str(uuid.uuid4())
     lowered = {k.lower(): v for k, v in headers.items()}
     action, params, result, account = "", Params({}), None, ""
     try:
         caller = authenticate() if authenticate is not None else None
+        account = caller.account if caller is not None else ""
         action, params = _parse(lowered, body)
         services = services_for(region_from_headers(lowered, ""))
         context = context_from_headers(lowered, services.settings.account_id,
-                                       services.settings.region, caller)
+                                       services.settings.region, caller, secure)
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
-        meter_request(meter, account, action, params, None)
-        return error_response(to_sqs_error(exc), request_id)
+        error = to_sqs_error(exc)
+        meter_request(meter, account, action, params, None, outcome_of(error))
+        return error_response(error, request_id)
     meter_request(meter, account, action, params, result)
     return HttpResponse(200, _headers(request_id), json.dumps(result))
 
 
 def meter_request(
     meter: Meter | None, caller: str, action: str, params: Params, result: Any,
+    outcome: str = OK,
 ) -> None:
     """Meter a served request; a metering fault is logged, never the request's error.
-    Its per-queue metrics are counted too (`result` is None when it failed)."""
+    Its per-queue metrics are counted too (`result` is None when it failed). `caller` is
+    the caller's account: "" when the request was not authenticated, which is in no
+    account's usage."""
     if not action:
         return
     try:
         observability.record_request(caller, queue_of(params.data), action, result,
                                      failed=result is None)
-        if meter is not None:
-            _record(meter, caller, action, params, result)
+        if meter is not None and caller:
+            _record(meter, caller, action, params, result, outcome)
     except Exception:  # usage records must never fail a served request
         logger.exception("usage metering failed for %s; the request is served", action)
 
 
-def _record(meter: Meter, caller: str, action: str, params: Params, result: Any) -> None:
-    """Count a request against the queue's account (the caller's when it names no URL)."""
+def _record(meter: Meter, caller: str, action: str, params: Params, result: Any,
+            outcome: str) -> None:
+    """Count a request against the caller's account, never the account its QueueUrl
+    names (a refused call on another account's queue is the caller's usage); the queue is
+    the one it named (`<account>/<name>`, a bare name in the caller's account)."""
     queue = queue_of(params.data)
-    if "/" in queue:
-        account = queue.split("/", 1)[0]
-    else:
-        account, queue = caller, f"{caller}/{queue}" if queue else ""
-    meter.record(account, queue, action,
-                 payload_bytes(action, params.data, result if isinstance(result, dict) else None))
+    if queue and "/" not in queue:
+        queue = f"{caller}/{queue}"
+    meter.record(caller, queue, action,
+                 payload_bytes(action, params.data, result if isinstance(result, dict) else None),
+                 outcome)

@@ -1,4 +1,5 @@
-"""What one SQS request counts for in the usage records: its queue and its payload bytes."""
+"""What one SQS request counts for in the usage records: its queue, its payload bytes and
+its outcome."""
 
 from __future__ import annotations
 
@@ -8,9 +9,18 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
+from chalicelib.service.exceptions import SqsError
 from chalicelib.service.text import utf8_length
+from chalicelib.service.usage import DENIED, OK
 
 SEND_ACTIONS = frozenset({"SendMessage", "SendMessageBatch"})
+
+
+def outcome_of(error: SqsError | None) -> str:
+    """A usage record's outcome: ok, denied (the caller may not do it), or the error code."""
+    if error is None:
+        return OK
+    return DENIED if error.code == "AccessDenied" else error.code
 
 
 def queue_of(data: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from chalicelib.frontend.context import (
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.json_protocol import HttpResponse, Meter, meter_request
+from chalicelib.frontend.metering import outcome_of
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.query_model import operation
 from chalicelib.frontend.query_names import QUERY_VERSION
@@ -123,30 +124,33 @@ def queue_url_of_path(base_url: str, path: str) -> str | None:
 
 def handle(
     services_for: Callable[[str], Services], request: QueryRequest, meter: Meter | None = None,
-    authenticate: Callable[[], Caller] | None = None,
+    authenticate: Callable[[], Caller] | None = None, secure: bool = False,
 ) -> HttpResponse:
     """Serve one Query request: decode, dispatch, write XML; every failure is an SQS
-    error in XML. Metered as the JSON protocol meters."""
+    error in XML. Metered as the JSON protocol meters; `secure` as it takes it."""
     request_id = str(uuid.uuid4())
     lowered = {k.lower(): v for k, v in request.headers.items()}
     action, params, account = "", Params({}), ""
     try:
         caller = authenticate() if authenticate is not None else None
+        account = caller.account if caller is not None else ""
         pairs = form_pairs(request)
         if is_sts(pairs):  # STS GetCallerIdentity, answered on the same endpoint
             services = services_for(region_from_headers(lowered, ""))
             caller = caller or default_caller(services.settings.account_id)
             return sts_response(pairs, caller, request_id)
-        action, model, params = _parse(pairs, base_url_from_headers(lowered), request.path)
+        action, model, params = _parse(pairs, base_url_from_headers(lowered, secure),
+                                       request.path)
         services = services_for(region_from_headers(lowered, ""))
         context = context_from_headers(lowered, services.settings.account_id,
-                                       services.settings.region, caller)
+                                       services.settings.region, caller, secure)
         account = context.account
         result = dispatch(action, route(services_for, services, action, params), context, params)
         body = query_output.response(model, result, request_id)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
-        meter_request(meter, account, action, params, None)
-        return error_response(to_sqs_error(exc), request_id)
+        error = to_sqs_error(exc)
+        meter_request(meter, account, action, params, None, outcome_of(error))
+        return error_response(error, request_id)
     meter_request(meter, account, action, params, result)
     return HttpResponse(200, _headers(request_id), body)
 

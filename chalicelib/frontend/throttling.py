@@ -4,6 +4,7 @@ counts against (docs/throttling.md)."""
 from __future__ import annotations
 
 from chalicelib.domain.queues import queue_id_of
+from chalicelib.frontend import admission
 from chalicelib.frontend.context import RequestContext, parse_queue_url
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
@@ -31,8 +32,15 @@ def queue_named(services: Services, params: Params) -> str | None:
 
 
 def check_rate(services: Services, context: RequestContext, params: Params) -> None:
-    """Count the request against the caller's account and its queue; RequestThrottled
-    (RateThrottledError) when either is over its rate."""
+    """Count the request against its queue, and against the caller's account unless the
+    front door did (`admission`); RequestThrottled (RateThrottledError) when either is
+    over its rate."""
     throttle = services.throttle
-    if throttle is not None and throttle.enabled:
-        throttle.admit(caller_account(context), queue_named(services, params))
+    if throttle is None or not throttle.enabled:
+        return
+    queue = queue_named(services, params) if throttle.queue_limit.enabled else None
+    ticket = admission.current()
+    if ticket is not None and ticket.charged:
+        throttle.admit_queue(queue)
+    else:
+        throttle.admit(caller_account(context), queue)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -9,7 +10,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from botocore.exceptions import BotoCoreError
-from pynamodb.exceptions import PutError, PynamoDBException
+from pynamodb.exceptions import PutError, PynamoDBException, TransactWriteError
+from pynamodb.transactions import TransactWrite
 
 from chalicelib.domain.exceptions import (
     ConcurrentChangeError,
@@ -25,7 +27,13 @@ from chalicelib.domain.queues import (
     shards_from_text,
     shards_to_text,
 )
+from chalicelib.metadata import queue_counts
 from chalicelib.metadata.models import QueueModel, model_for
+
+# Transactions on an account's queue counter that conflict are tried this many times in
+# all, after a random pause of up to this long times the attempt.
+COUNTED_ATTEMPTS = 6
+COUNTED_PAUSE_S = 0.02
 
 
 @contextmanager
@@ -84,11 +92,18 @@ class QueueRepository:
     def __init__(
         self, table: str, region: str, host: str | None, cache_seconds: float = 5.0,
         credentials: tuple[str, str] | None = None, budget: ConnectionBudget | None = None,
+        counts_table: str | None = None,
     ) -> None:
-        self._model = model_for(table, region, host, credentials, budget or ConnectionBudget())
+        budget = budget or ConnectionBudget()
+        self._model = model_for(table, region, host, credentials, budget)
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, QueueRecord | None]] = {}
         self._lock = threading.Lock()
+        # The accounts' queue counters (queue_counts.py), in the control table.
+        self._counts = (queue_counts.count_model_for(counts_table, region, host, credentials,
+                                                     budget) if counts_table else None)
+        self._connection = queue_counts.connection_for(region, host, credentials, budget)
+        self._counted: set[str] = set()  # accounts whose counter is known to exist
 
     def get(self, queue_id: str, fresh: bool = False) -> QueueRecord | None:
         """The record of a queue, or None. `fresh` bypasses the cache; misses are never cached."""
@@ -110,15 +125,78 @@ class QueueRepository:
             self._cache[queue_id] = (now, record)
         return record
 
-    def save(self, record: QueueRecord) -> QueueRecord:
-        """Write a record if nobody changed it since it was read (version check)."""
+    def save(self, record: QueueRecord, count: int = 0, quota: int = 0) -> QueueRecord:
+        """Write a record if nobody changed it since it was read (version check). `count`
+        (1: a queue made, -1: one deleted) moves the account's queue counter in the same
+        transaction; QueueQuotaReachedError when adding would pass `quota` (0: none)."""
         model = self._to_model(record)
-        with _translate():
-            model.save()
+        if count and self._counts is not None:
+            self._save_counted(model, record.account, count, quota)
+        else:
+            with _translate():
+                model.save()
         saved = record.with_changes(version=int(model.version))
         with self._lock:
             self._cache[record.queue_id] = (time.monotonic(), saved)
         return saved
+
+    def _save_counted(self, model: QueueModel, account: str, count: int, quota: int) -> None:
+        """The record and the account's counter in one transaction. Transactions that
+        touch the counter at once conflict (DynamoDB cancels all but one): those are tried
+        again, a few times, after a short random pause."""
+        counts = self._counts
+        assert counts is not None
+        self._start_count(account)
+        condition = counts.n < quota if count > 0 and quota > 0 else None
+        for attempt in range(COUNTED_ATTEMPTS):
+            try:
+                with TransactWrite(connection=self._connection) as transaction:
+                    transaction.save(model)
+                    transaction.update(counts(queue_counts.key_of(account)),
+                                       actions=[counts.n.add(count)], condition=condition)
+                return
+            except TransactWriteError as exc:
+                reasons = [r.code if r else None for r in (exc.cancellation_reasons or [])]
+                if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+                    raise queue_counts.QueueQuotaReachedError(account) from exc
+                if reasons and reasons[0] == "ConditionalCheckFailed":
+                    raise ConcurrentChangeError(str(exc)) from exc
+                if "TransactionConflict" not in reasons or attempt + 1 == COUNTED_ATTEMPTS:
+                    raise _store_error(exc) from exc
+            except PynamoDBException as exc:
+                raise _store_error(exc) from exc
+            time.sleep(random.uniform(0, COUNTED_PAUSE_S * (attempt + 1)))
+
+    def _start_count(self, account: str) -> None:
+        """Make sure the account's counter exists: one read per account and process; a
+        missing one starts from the account's active queues (the account index, once)."""
+        counts = self._counts
+        if counts is None or account in self._counted:
+            return
+        with _translate():
+            try:
+                counts.get(queue_counts.key_of(account), consistent_read=True)
+            except counts.DoesNotExist:
+                active = self._model.account_index.count(
+                    account, filter_condition=self._model.status == QueueStatus.ACTIVE.value)
+                try:
+                    counts(queue_counts.key_of(account), n=active).save(
+                        condition=counts.key.does_not_exist())
+                except PutError as exc:  # started meanwhile by another process
+                    if _code(exc) != "ConditionalCheckFailedException":
+                        raise
+        self._counted.add(account)
+
+    def queue_count(self, account: str) -> int | None:
+        """The account's queue counter (None before it was started)."""
+        if self._counts is None:
+            return None
+        with _translate():
+            try:
+                return int(self._counts.get(queue_counts.key_of(account),
+                                            consistent_read=True).n)
+            except self._counts.DoesNotExist:
+                return None
 
     def adopt(self, record: QueueRecord) -> QueueRecord:
         """Overwrite the local record with another region's (a rejoining old home)."""

@@ -246,6 +246,7 @@ class RateThrottledError(RequestThrottledError):
     legacy and standard retry modes alike."""
 
     status = 403
+    retry_after_s = 0.0  # when the refusing bucket's next token is due, if known
 
 
 # -- encryption at rest --------------------------------------------------------------------

@@ -21,10 +21,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chalicelib.backend import push as targets
 from chalicelib.clock import Clock
+from chalicelib.domain.destinations import DestinationPolicy
 from chalicelib.domain.queues import QueueRecord, QueueStatus
 from chalicelib.domain.subscriptions import BatchItem, Invocation, Subscription, failed_messages
 from chalicelib.metadata.subscriptions import SubscriptionRepository
@@ -51,6 +52,8 @@ class PushOptions:
     workers: int = 4
     poll_wait_s: int = 1
     refresh_s: float = 2.0
+    # Which addresses endpoints may be at (public ones, and DMQ_PUSH_ALLOWED_NETWORKS).
+    destinations: DestinationPolicy = field(default_factory=DestinationPolicy)
 
 
 @dataclass
@@ -250,10 +253,10 @@ class PushDelivery:
             self.stats.delivered += len(done)
             self.stats.failed += len(batch) - len(done)
 
-    @staticmethod
-    def _invoke(sub: Subscription, event: dict[str, object], timeout_s: int) -> Invocation:
+    def _invoke(self, sub: Subscription, event: dict[str, object], timeout_s: int) -> Invocation:
         if sub.endpoint is not None:
-            return targets.call_endpoint(sub.endpoint, event, timeout_s)
+            return targets.call_endpoint(sub.endpoint, event, timeout_s,
+                                         self._options.destinations)
         return targets.call_function(sub.function_name or "", event)
 
 

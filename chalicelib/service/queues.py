@@ -20,12 +20,14 @@ from chalicelib.domain.queues import (
     queue_id_of,
     shards_to_text,
 )
+from chalicelib.metadata.queue_counts import QueueQuotaReachedError
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.service import attributes as attrs
 from chalicelib.service import permissions
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
     InvalidParameterValueError,
+    OverLimitError,
     PurgeQueueInProgressError,
     QueueDeletedRecentlyError,
     QueueDoesNotExistError,
@@ -75,9 +77,10 @@ class QueueService:
     def __init__(
         self, repo: QueueRepository, messages: MessageService, clock: Clock,
         place: Callable[[str], str] = lambda queue_id: DEFAULT_CLUSTER,
-        regions: Sequence[str] = (),
+        regions: Sequence[str] = (), max_queues: int = 0,
     ) -> None:
         self._regions = tuple(regions)
+        self._max_queues = max_queues  # per account and region (0: no quota)
         self._repo = repo
         self._messages = messages
         self._clock = clock
@@ -138,7 +141,11 @@ class QueueService:
         )
         record = self._with_replication(record, given)
         try:
-            return self._repo.save(record)
+            return self._repo.save(record, count=1, quota=self._max_queues)
+        except QueueQuotaReachedError:
+            raise OverLimitError(
+                f"You have reached the limit of {self._max_queues} queues for account "
+                f"{account} in {region}; delete queues you no longer use.") from None
         except ConcurrentChangeError:
             winner = self._repo.get(record.queue_id, fresh=True)
             if winner is not None:
@@ -181,7 +188,7 @@ class QueueService:
         """DeleteQueue: the record is marked deleted, then its messages are removed."""
         now = self._clock.now_ms()
         deleted = self._update(queue, lambda q: q.with_changes(
-            status=QueueStatus.DELETED, deleted_ms=now, modified_ms=now))
+            status=QueueStatus.DELETED, deleted_ms=now, modified_ms=now), count=-1)
         self._messages.purge(deleted)
 
     def purge(self, queue: QueueRecord) -> None:
@@ -357,7 +364,7 @@ class QueueService:
             )
 
     def _update(
-        self, queue: QueueRecord, change: Callable[[QueueRecord], QueueRecord]
+        self, queue: QueueRecord, change: Callable[[QueueRecord], QueueRecord], count: int = 0,
     ) -> QueueRecord:
         """Save `change(queue)`; when another writer got there first, apply the change
         again to a fresh read (QueueDoesNotExist once the queue is gone), a bounded number
@@ -368,7 +375,7 @@ class QueueService:
             if changed is current:
                 return current
             try:
-                return self._repo.save(changed)
+                return self._repo.save(changed, count=count)
             except ConcurrentChangeError:
                 if attempt + 1 < WRITE_ATTEMPTS:
                     time.sleep(random.uniform(0, WRITE_PAUSE_S * (attempt + 1)))

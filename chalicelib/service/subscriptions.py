@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from chalicelib.backend import push as targets
+from chalicelib.backend import push_http
 from chalicelib.clock import Clock
+from chalicelib.domain.destinations import DestinationPolicy
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.domain.subscriptions import REPORT_BATCH_ITEM_FAILURES, Subscription
 from chalicelib.metadata.subscriptions import SubscriptionRepository
@@ -68,7 +70,8 @@ def _target(body: dict[str, Any]) -> tuple[str | None, str | None]:
             "Give exactly one target: Endpoint (an http or https URL) or FunctionName.")
     if endpoint is not None:
         parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
+                or not _port_ok(parts)):
             raise InvalidParameterValueError(
                 f"Endpoint must be an http or https URL with a host: {endpoint!r}.")
         return endpoint, None
@@ -77,6 +80,29 @@ def _target(body: dict[str, Any]) -> tuple[str | None, str | None]:
     if not targets.registered(function):
         raise SubscriptionNotFoundError(f"Function not found: {function}")
     return None, function
+
+
+def _port_ok(parts: SplitResult) -> bool:
+    try:
+        parts.port  # noqa: B018 - reading it checks it (ValueError when out of range)
+    except ValueError:
+        return False
+    return True
+
+
+def check_destination(endpoint: str, policy: DestinationPolicy) -> None:
+    """Refuse an endpoint whose host is, or resolves to, an address push delivery may not
+    reach (InvalidParameterValue). A name that does not resolve now is accepted: each
+    delivery resolves and checks it again."""
+    parts = urlsplit(endpoint)
+    port = parts.port or push_http.DEFAULT_PORTS.get(parts.scheme, 80)
+    try:
+        push_http.checked_addresses(parts.hostname or "", port, policy)
+    except push_http.DestinationRefusedError as exc:
+        raise InvalidParameterValueError(f"Endpoint {endpoint!r} is not allowed: {exc}.") \
+            from None
+    except (OSError, UnicodeError):
+        pass
 
 
 def _report(body: dict[str, Any]) -> bool:
@@ -132,13 +158,17 @@ def build(queue: QueueRecord, body: dict[str, Any] | None, now_ms: int) -> Subsc
 class SubscriptionService:
     """The admin operations on a queue's push subscriptions."""
 
-    def __init__(self, repo: SubscriptionRepository, clock: Clock) -> None:
+    def __init__(self, repo: SubscriptionRepository, clock: Clock,
+                 destinations: DestinationPolicy | None = None) -> None:
         self._repo = repo
         self._clock = clock
+        self._destinations = destinations or DestinationPolicy()
 
     def create(self, queue: QueueRecord, body: dict[str, Any] | None) -> Subscription:
-        """Subscribe a target to the queue."""
+        """Subscribe a target to the queue (an endpoint only at an allowed address)."""
         sub = build(queue, body, self._clock.now_ms())
+        if sub.endpoint is not None:
+            check_destination(sub.endpoint, self._destinations)
         if not self._repo.create(sub, MAX_PER_QUEUE):
             raise SubscriptionLimitError(
                 f"The queue {queue.name} already has {MAX_PER_QUEUE} subscriptions, the most "

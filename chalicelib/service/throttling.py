@@ -65,24 +65,41 @@ class Throttle:
     def admit(self, account: str, queue_id: str | None) -> None:
         """Count one request of `account` (to the queue `queue_id`, if it names one);
         RateThrottledError when either bucket is empty."""
-        now_us = self._clock.now_ms() * 1000
-        taken: str | None = None
-        if self.account_limit.enabled:
-            bucket = f"account#{account}"
-            if not self._spend(bucket, self.account_limit, now_us):
-                observability.add_count("ThrottledRequests")
-                raise RateThrottledError(
-                    f"Request rate exceeded for account {account} "
-                    f"({self.account_limit.rate:g} requests per second); retry with backoff.")
-            taken = bucket
-        if (self.queue_limit.enabled and queue_id
-                and not self._spend(f"queue#{queue_id}", self.queue_limit, now_us)):
-            if taken is not None:
-                self._refund(taken)
-            observability.add_count("ThrottledRequests")
-            raise RateThrottledError(
-                f"Request rate exceeded for queue {queue_id.split('/', 1)[-1]} "
-                f"({self.queue_limit.rate:g} requests per second); retry with backoff.")
+        self.admit_account(account)
+        try:
+            self.admit_queue(queue_id)
+        except RateThrottledError:
+            if self.account_limit.enabled:
+                self._refund(f"account#{account}")
+            raise
+
+    def admit_account(self, account: str) -> None:
+        """Count one request against the account's bucket; RateThrottledError when it is
+        empty. This is all the front door needs: it runs before the body is parsed."""
+        if not self.account_limit.enabled:
+            return
+        bucket, now_us = f"account#{account}", self._clock.now_ms() * 1000
+        if not self._spend(bucket, self.account_limit, now_us):
+            raise self._refused(bucket, now_us, f"account {account}", self.account_limit)
+
+    def admit_queue(self, queue_id: str | None) -> None:
+        """Count one request against the queue's bucket (none: nothing to count)."""
+        if not (self.queue_limit.enabled and queue_id):
+            return
+        bucket, now_us = f"queue#{queue_id}", self._clock.now_ms() * 1000
+        if not self._spend(bucket, self.queue_limit, now_us):
+            raise self._refused(bucket, now_us, f"queue {queue_id.split('/', 1)[-1]}",
+                                self.queue_limit)
+
+    def _refused(self, bucket: str, now_us: int, what: str, limit: Limit) -> RateThrottledError:
+        """The error of a refused request, with the time until the bucket's next token."""
+        observability.add_count("ThrottledRequests")
+        error = RateThrottledError(f"Request rate exceeded for {what} ({limit.rate:g} "
+                                   "requests per second); retry with backoff.")
+        local = self._buckets.get(bucket)
+        if local is not None:
+            error.retry_after_s = max(0.0, (local.refused_until_us - now_us) / 1_000_000)
+        return error
 
     def _spend(self, bucket: str, limit: Limit, now_us: int) -> bool:
         """Spend one token of the local lease, taking a new lease when it is gone."""

@@ -1,4 +1,7 @@
-"""Usage records: requests, bytes and billing units per account, queue, action and minute.
+"""Usage records: requests, bytes and billing units per account, queue, action, outcome and
+minute. The account is the caller's (from its credential), whatever queue it named: a
+refused call on another account's queue is the caller's usage, with the outcome `denied`
+(`ok` when it succeeded, else the error code).
 
 Counts are aggregated in memory and flushed as one archive object per flush (gzip JSON
 lines under `usage/<yyyy>/<mm>/<dd>/<hh>/`), never one write per request. A flush happens
@@ -40,10 +43,13 @@ class _Counts:
     billing_units: int = 0
 
 
-UsageKey = tuple[str, str, str, str]  # account, queue, action, minute (UTC, ISO)
-# Called with (account, queue, action, payload bytes) for every request recorded, by every
-# meter of the process: the web console counts its throughput plot this way.
+UsageKey = tuple[str, str, str, str, str]  # account, queue, action, minute (UTC, ISO), outcome
+# Called with (account, queue, action, payload bytes) for every request recorded that was
+# not refused, by every meter of the process: the web console counts its throughput plot
+# this way (a refused call did nothing to the queue it named).
 RECORD_HOOKS: list[Callable[[str, str, str, int], None]] = []
+OK = "ok"
+DENIED = "denied"
 
 
 class UsageMeter:
@@ -61,12 +67,14 @@ class UsageMeter:
         self._retry_at_ms = 0  # after a failed flush, requests do not retry before this
         self.flushes = 0
 
-    def record(self, account: str, queue: str, action: str, payload_bytes: int) -> None:
+    def record(self, account: str, queue: str, action: str, payload_bytes: int,
+               outcome: str = OK) -> None:
         """Count one request; flush if the held counts are due (never raises for a flush)."""
         now_ms = self._clock.now_ms()
         minute = datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M")
         with self._lock:
-            counts = self._counts.setdefault((account, queue, action, minute), _Counts())
+            counts = self._counts.setdefault((account, queue, action, minute, outcome),
+                                             _Counts())
             counts.requests += 1
             counts.bytes += payload_bytes
             counts.billing_units += billing_units(payload_bytes)
@@ -75,7 +83,7 @@ class UsageMeter:
             due = now_ms >= self._retry_at_ms and (
                 len(self._counts) >= self._max_keys
                 or now_ms - self._oldest_ms >= self._interval_ms)
-        for hook in RECORD_HOOKS:
+        for hook in RECORD_HOOKS if outcome != DENIED else ():
             hook(account, queue, action, payload_bytes)
         if due:
             self._flush_quietly(now_ms)
@@ -91,7 +99,7 @@ class UsageMeter:
                 self._retry_at_ms = now_ms + self._interval_ms
 
     def pending(self) -> int:
-        """How many (account, queue, action, minute) counts wait for a flush."""
+        """How many (account, queue, action, minute, outcome) counts wait for a flush."""
         with self._lock:
             return len(self._counts)
 
@@ -105,8 +113,9 @@ class UsageMeter:
         key = f"usage/{hour_path(now)}/{now.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex}.json.gz"
         rows = [
             {"account": account, "queue": queue, "action": action, "minute": minute,
-             "requests": c.requests, "bytes": c.bytes, "billing_units": c.billing_units}
-            for (account, queue, action, minute), c in sorted(counts.items())
+             "outcome": outcome, "requests": c.requests, "bytes": c.bytes,
+             "billing_units": c.billing_units}
+            for (account, queue, action, minute, outcome), c in sorted(counts.items())
         ]
         try:
             self._sink.put(key, json_lines_gz(rows))

@@ -175,7 +175,7 @@ def test_dlq_redrive_shows_progress_and_moves_everything(dmq: Dmq, unique_name: 
                     "Value for parameter TaskHandle is invalid.")
 
 
-HOOK = "http://127.0.0.1:9/hook"  # never called: the queues stay empty
+HOOK = "http://hooks.example.invalid/hook"  # never called: the queues stay empty
 
 
 def test_subscriptions_create_list_delete(dmq: Dmq, unique_name: Any) -> None:

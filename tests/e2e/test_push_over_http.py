@@ -67,7 +67,8 @@ def receiver() -> Iterator[tuple[str, type[Receiver]]]:
 
 
 def _start(data: Path) -> DmqProcess:
-    dmq = launch(None, DMQ_DATA_DIR=str(data))
+    # The receiver is on loopback, which push endpoints may reach only when allowed.
+    dmq = launch(None, DMQ_DATA_DIR=str(data), DMQ_PUSH_ALLOWED_NETWORKS="127.0.0.0/8")
     if not dmq.wait_ready(START_TIMEOUT_S):
         dmq.stop(STOP_TIMEOUT_S)
         pytest.fail(f"DMQ did not start:\n{dmq.output}")

@@ -154,6 +154,7 @@ def test_deploy_with_monitoring_creates_the_monitoring_stack(
     config.write_text(json.dumps({"stages": {}}))
     monkeypatch.setattr(deploy, "CONFIG", config)
     monkeypatch.setattr(deploy, "ensure_receipt_key", lambda ssm, stage: "/dmq/dev/receipt-key")
+    monkeypatch.setattr(deploy, "ensure_console_key", lambda ssm, stage: "/dmq/dev/console-key")
     monkeypatch.setattr(deploy, "ensure_sse_key", lambda kms: deploy.SSE_ALIAS)
     monkeypatch.setattr(deploy.boto3.session.Session, "client",
                         lambda self, name, **kwargs: fake)

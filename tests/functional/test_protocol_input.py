@@ -167,7 +167,7 @@ def test_a_queue_changed_by_concurrent_requests_is_a_retryable_error(
     # GIVEN another request changes the queue's record between this one's read and write
     url = _queue(dmq)
 
-    def lost_race(self: QueueRepository, record: Any) -> Any:
+    def lost_race(self: QueueRepository, record: Any, count: int = 0, quota: int = 0) -> Any:
         raise ConcurrentChangeError("the conditional request failed")
 
     monkeypatch.setattr(QueueRepository, "save", lost_race)

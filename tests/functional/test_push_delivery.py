@@ -33,8 +33,9 @@ WAIT_S = 15.0
 @pytest.fixture
 def settings() -> Settings:
     """One delivery worker per subscription, so that batches are not split between
-    workers (the concurrency tests run more)."""
-    return Settings(long_poll_interval_ms=50, metadata_cache_seconds=0.0, push_workers=1)
+    workers (the concurrency tests run more); the loopback receiver's network allowed."""
+    return Settings(long_poll_interval_ms=50, metadata_cache_seconds=0.0, push_workers=1,
+                    push_allowed_networks=("127.0.0.0/8",))
 
 
 class Recorder:

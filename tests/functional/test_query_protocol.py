@@ -241,7 +241,7 @@ def test_an_unknown_version_is_refused(dmq: Client) -> None:
 def test_a_server_fault_is_a_receiver_error(dmq: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     url = create(dmq, "raced")
 
-    def lost_race(self: QueueRepository, record: Any) -> Any:
+    def lost_race(self: QueueRepository, record: Any, count: int = 0, quota: int = 0) -> Any:
         raise ConcurrentChangeError("the conditional request failed")
 
     monkeypatch.setattr(QueueRepository, "save", lost_race)

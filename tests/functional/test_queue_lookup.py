@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from chalicelib.settings import Settings
+
 OWNER = "000000000000"
 BASE = f"http://dmq.test/{OWNER}"
 
@@ -168,6 +170,10 @@ def test_list_without_max_results_returns_no_token(sqs: Any) -> None:
     assert "NextToken" not in response
 
 
+# 1,001 queues are more than an account's default quota: this account has none.
+@pytest.mark.parametrize("settings", [Settings(long_poll_interval_ms=50,
+                                               metadata_cache_seconds=0.0,
+                                               account_max_queues=0)])
 def test_list_queues_caps_an_unpaged_listing_at_1000(sqs: Any) -> None:
     # GIVEN 1,001 queues
     _make(sqs, *[f"bulk-{i:04d}" for i in range(1001)])

@@ -30,7 +30,8 @@ def _shards(sqs: Any, url: str) -> list[dict[str, Any]]:
 
 
 def _shard_of(settings: Settings, handle: str, queue_id: str) -> int:
-    return ReceiptCodec(settings.receipt_key).decode(handle, queue_id).shard
+    del settings  # the key is the runtime's (made for the process: no data folder)
+    return ReceiptCodec(runtime.receipt_key()).decode(handle, queue_id).shard
 
 
 def _manage_shards(dmq: Client) -> None:

@@ -22,6 +22,7 @@ ROOT_MODULES = {
     "chalicelib.regions": "base",
     "chalicelib.observability": "base",
     "chalicelib.secrets": "base",
+    "chalicelib.key_files": "base",
     "chalicelib.dynamo_errors": "storage",
     "chalicelib.runtime": "wiring",
     "chalicelib.runtime_types": "wiring",

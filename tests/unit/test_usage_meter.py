@@ -52,7 +52,7 @@ def test_requests_are_aggregated_per_minute_and_flushed_when_due() -> None:
     by_action = {(r["queue"], r["action"]): r for r in sink.rows()}
     assert by_action[("111/a", "SendMessage")] == {
         "account": "111", "queue": "111/a", "action": "SendMessage",
-        "minute": by_action[("111/a", "SendMessage")]["minute"],
+        "minute": by_action[("111/a", "SendMessage")]["minute"], "outcome": "ok",
         "requests": 100, "bytes": 7_000_000, "billing_units": 200}
     assert by_action[("111/a", "ReceiveMessage")]["billing_units"] == 1
     assert by_action[("111/b", "SendMessage")]["minute"] != by_action[

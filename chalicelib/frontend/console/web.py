@@ -11,10 +11,8 @@ Pages and the forms they post:
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,22 +21,20 @@ from urllib.parse import parse_qs, quote
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from chalicelib.clock import Clock, SystemClock
-from chalicelib.domain.messages import AttributeValue, Counts, Message
-from chalicelib.domain.move_tasks import MAX_RATE, MIN_RATE, MoveTask, MoveTaskStatus
+from chalicelib.domain.messages import Counts
+from chalicelib.domain.move_tasks import MAX_RATE, MIN_RATE
 from chalicelib.domain.queues import QueueRecord
-from chalicelib.frontend.console import auth, plots
+from chalicelib.frontend.console import auth, forms, gate, plots, shapes
 from chalicelib.frontend.console.csrf import CsrfTokens
 from chalicelib.frontend.console.history import MINUTE_MS, SERIES, TOTAL, WINDOW_MS, History
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.services import Services
-from chalicelib.service.exceptions import InvalidParameterValueError, SqsError
+from chalicelib.service.exceptions import SqsError
 from chalicelib.service.identity import Caller
-from chalicelib.service.messages import SendRequest
+from chalicelib.service.sign_in_limits import SignInLimits
+from chalicelib.settings import ConfigurationError
 
 logger = logging.getLogger("dmq.console")
-PEEK_DEFAULT = 10
-PEEK_MAX = 100
-PEEK_BODY_CHARS = 4096
 LIVE_EVERY_MS = 2000
 MIN_SPAN_MS = 60 * 1000  # the shortest time a plot spans
 HTML = "text/html; charset=utf-8"
@@ -71,6 +67,8 @@ class WebRequest:
     query: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
     prefix: str = ""  # the API Gateway stage in the path ("/api"), "" locally
+    origin: str = ""  # the console's own origin: the real scheme and the Host
+    client: str = ""  # the client's address, as the connection establishes it
 
     def form(self) -> dict[str, str]:
         """The url-encoded form in the body (first value of each field)."""
@@ -94,11 +92,14 @@ class Console:
                  regions: Callable[[], dict[str, Any]],
                  check_secret: Callable[[str, str], Caller],
                  csrf_secret: Callable[[], str],
-                 clock: Callable[[], Clock] = SystemClock) -> None:
+                 clock: Callable[[], Clock] = SystemClock,
+                 limits: Callable[[], SignInLimits] | None = None) -> None:
         self._services = services
         self._regions = regions
         self._check_secret = check_secret
         self._csrf_secret = csrf_secret
+        own_limits = SignInLimits()
+        self._limits = limits or (lambda: own_limits)
         self._csrf: CsrfTokens | None = None
         self._clock_of = clock  # the runtime's clock, which tests may replace
         self.history = History()
@@ -106,7 +107,7 @@ class Console:
             loader=PackageLoader("chalicelib.frontend.console", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
             trim_blocks=True, lstrip_blocks=True, undefined=StrictUndefined)
-        self._templates.filters["when"] = _when
+        self._templates.filters["when"] = shapes.when
 
     @property
     def _clock(self) -> Clock:
@@ -115,24 +116,19 @@ class Console:
     # -- the parts every page shares -------------------------------------------------------
     def serve(self, request: WebRequest, view: Callable[[auth.ConsoleUser], Page]) -> Page:
         """Authenticate, then run the view; every error becomes a page, never a trace."""
-        user = auth.authenticate(request.headers.get("authorization"), self._check_secret)
+        signed = gate.sign_in(request.headers.get("authorization"), request.client,
+                              self._check_secret, self._limits())
+        user = signed.user
         if user is None:
-            page = self._render(request, None, "error.html", 401, title="Sign in",
-                                code="NotAuthorized", message=(
-                                    "Sign in with an admin access key id as the user name "
-                                    "and its secret access key as the password."))
-            page.headers["WWW-Authenticate"] = auth.CHALLENGE
-            return page
-        if not user.admin:
-            return self._render(request, user, "error.html", 403, title="Not an admin",
-                                code="AccessDenied", message=(
-                                    f"The key {user.access_key_id} is not an admin of this "
-                                    "deployment: the console shows every account's queues."))
-        if request.method == "POST" and not self._same_origin(request, user):
-            return self._render(request, user, "error.html", 403, title="Form expired",
-                                code="InvalidCsrfToken", message=(
-                                    "The form was not served by this console to this key, or "
-                                    "it is too old. Load the page again and resubmit."))
+            return self._not_signed_in(request, signed.retry_after_s)
+        try:
+            self.csrf()
+        except ConfigurationError as exc:  # a deployed stage without a console key
+            return Page(503, str(exc), {"Content-Type": "text/plain; charset=utf-8",
+                                        **SECURITY_HEADERS})
+        refused = self._refused(request, user)
+        if refused is not None:
+            return refused
         try:
             return view(user)
         except Exception as exc:  # every error is shown as SQS would name it (logged if new)
@@ -143,9 +139,44 @@ class Console:
                                 404 if error.code == "QueueDoesNotExist" else error.status,
                                 title="Error", code=error.code, message=error.message)
 
-    def _same_origin(self, request: WebRequest, user: auth.ConsoleUser) -> bool:
-        if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-            return False
+    def _not_signed_in(self, request: WebRequest, retry_after_s: int) -> Page:
+        """401 with the Basic challenge; 429 while failed sign-ins must wait."""
+        if retry_after_s:
+            page = self._render(request, None, "error.html", 429, title="Wait",
+                                code="TooManyRequests", message=(
+                                    "Too many failed sign-ins with this key or from this "
+                                    f"address: try again in {retry_after_s} s."))
+            page.headers["Retry-After"] = str(retry_after_s)
+            return page
+        page = self._render(request, None, "error.html", 401, title="Sign in",
+                            code="NotAuthorized", message=(
+                                "Sign in with an admin access key id as the user name "
+                                "and its secret access key as the password."))
+        page.headers["WWW-Authenticate"] = auth.CHALLENGE
+        return page
+
+    def _refused(self, request: WebRequest, user: auth.ConsoleUser) -> Page | None:
+        """A signed-in user who is not an admin, or a form post from another site or
+        without a valid token, is refused."""
+        if not user.admin:
+            return self._render(request, user, "error.html", 403, title="Not an admin",
+                                code="AccessDenied", message=(
+                                    f"The key {user.access_key_id} is not an admin of this "
+                                    "deployment: the console shows every account's queues."))
+        if request.method != "POST":
+            return None
+        if not gate.from_own_origin(request.headers, request.origin):
+            message = ("This form was posted from another site: the console acts only on "
+                       "forms posted from its own pages.")
+        elif not self._valid_token(request, user):
+            message = ("The form was not served by this console to this key, or it is too "
+                       "old. Load the page again and resubmit.")
+        else:
+            return None
+        return self._render(request, user, "error.html", 403, title="Form refused",
+                            code="InvalidCsrfToken", message=message)
+
+    def _valid_token(self, request: WebRequest, user: auth.ConsoleUser) -> bool:
         token = request.form().get("csrf_token")
         return self.csrf().valid(token, user.access_key_id, int(self._clock.now_ms() / 1000))
 
@@ -241,13 +272,13 @@ class Console:
         tasks = services.move_tasks.list(queue.arn, 10) if sources else []
         context: dict[str, Any] = {
             "title": queue.name, "queue": queue, "counts": counts, "sources": sources,
-            "tasks": [_task(t) for t in tasks],
+            "tasks": [shapes.task(t) for t in tasks],
             "charts": self._charts(queue.queue_id, "queue", now),
             "path": f"/queues/{quote(account, safe='')}/{quote(name, safe='')}",
         }
         if live:
             return self._render(request, user, "queue_live.html", **context)
-        limit = _peek_limit(request.query.get("limit"))
+        limit = shapes.peek_limit(request.query.get("limit"))
         messages = services.messages.peek(queue, limit)
         destinations = [q for q in services.queues.all_queues()
                         if q.account == queue.account and q.queue_id != queue.queue_id
@@ -258,7 +289,7 @@ class Console:
             notice = f"Message sent: {message_id}."
         return self._render(
             request, user, "queue.html", status, **context, limit=limit,
-            messages=[_peeked(m, now) for m in messages], destinations=destinations,
+            messages=[shapes.peeked(m, now) for m in messages], destinations=destinations,
             fifo=queue.name.endswith(".fifo"), notice=notice, error=error, form=form or {},
             min_rate=MIN_RATE, max_rate=MAX_RATE)
 
@@ -283,19 +314,19 @@ class Console:
 
     def send(self, request: WebRequest, account: str, name: str) -> Page:
         """SendMessage from the send form."""
-        return self._queue_action(request, account, name, _send)
+        return self._queue_action(request, account, name, forms.send)
 
     def purge(self, request: WebRequest, account: str, name: str) -> Page:
         """PurgeQueue, once the form's confirmation box is ticked."""
-        return self._queue_action(request, account, name, _purge)
+        return self._queue_action(request, account, name, forms.purge)
 
     def redrive(self, request: WebRequest, account: str, name: str) -> Page:
         """StartMessageMoveTask from a dead-letter queue."""
-        return self._queue_action(request, account, name, _redrive)
+        return self._queue_action(request, account, name, forms.redrive)
 
     def cancel(self, request: WebRequest, account: str, name: str) -> Page:
         """CancelMessageMoveTask of one of this queue's running tasks."""
-        return self._queue_action(request, account, name, _cancel)
+        return self._queue_action(request, account, name, forms.cancel)
 
     # -- regions ---------------------------------------------------------------------------
     def regions(self, request: WebRequest) -> Page:
@@ -314,108 +345,3 @@ class Console:
     def count_request(self, account: str, queue: str, action: str, payload_bytes: int) -> None:
         """The usage meter's hook: count a request on a queue for the throughput plot."""
         self.history.count(queue, action, self._clock.now_ms())
-
-
-def _peek_limit(given: str | None) -> int:
-    if given and given.isdigit():
-        return max(1, min(int(given), PEEK_MAX))
-    return PEEK_DEFAULT
-
-
-def _attribute(value: AttributeValue) -> dict[str, str]:
-    if value.binary_value is not None:
-        shown = base64.b64encode(value.binary_value).decode("ascii") + " (base64)"
-    else:
-        shown = value.string_value or ""
-    return {"type": value.data_type, "value": shown}
-
-
-def _peeked(message: Message, now: int) -> dict[str, Any]:
-    """A message as the peek table shows it: state, body, attributes, system attributes."""
-    state = ("delayed" if message.is_delayed(now)
-             else "in flight" if message.visible_at > now else "visible")
-    system: dict[str, str] = {"SenderId": message.sender_id,
-                              "SentTimestamp": str(message.sent_ms),
-                              "ApproximateReceiveCount": str(message.receive_count)}
-    if message.first_receive_ms:
-        system["ApproximateFirstReceiveTimestamp"] = str(message.first_receive_ms)
-    for key, value in (("MessageGroupId", message.group_id),
-                       ("MessageDeduplicationId", message.dedup_id),
-                       ("SequenceNumber", message.sequence_number),
-                       ("DeadLetterQueueSourceArn", message.dead_letter_source_arn)):
-        if value:
-            system[key] = value
-    for key, attribute in sorted(message.system_attributes.items()):
-        system[key] = _attribute(attribute)["value"]
-    return {
-        "id": message.message_id, "state": state, "sent_ms": message.sent_ms,
-        "receive_count": message.receive_count, "md5": message.body_md5,
-        "body": message.body[:PEEK_BODY_CHARS],
-        "truncated": len(message.body) > PEEK_BODY_CHARS, "size": len(message.body),
-        "attributes": {k: _attribute(v) for k, v in sorted(message.attributes.items())},
-        "system": system,
-    }
-
-
-def _task(task: MoveTask) -> dict[str, Any]:
-    return {"status": task.status.value, "moved": task.moved, "to_move": task.to_move,
-            "destination": task.destination_arn or "the original source queues",
-            "rate": task.max_per_second, "started_ms": task.started_ms,
-            "failure": task.failure_reason, "active": task.status.active,
-            "handle": task.handle if task.status is MoveTaskStatus.RUNNING else None}
-
-
-def _optional_int(form: Mapping[str, str], field_name: str, label: str) -> int | None:
-    text = form.get(field_name, "").strip()
-    if not text:
-        return None
-    if not text.lstrip("-").isdigit():
-        raise InvalidParameterValueError(f"Value {text} for parameter {label} is invalid. "
-                                         "Reason: it must be an integer.")
-    return int(text)
-
-
-def _send(services: Services, queue: QueueRecord, form: dict[str, str]) -> str:
-    attributes: dict[str, AttributeValue] = {}
-    attribute_name = form.get("attribute_name", "").strip()
-    if attribute_name:
-        data_type = form.get("attribute_type") or "String"
-        attributes[attribute_name] = AttributeValue(data_type, form.get("attribute_value", ""))
-    message = services.messages.send(queue, SendRequest(
-        entry_id="console", body=form.get("body"),
-        delay_seconds=_optional_int(form, "delay_seconds", "DelaySeconds"),
-        attributes=attributes,
-        message_group_id=form.get("message_group_id") or None,
-        deduplication_id=form.get("deduplication_id") or None,
-    ))
-    return f"notice=sent&message_id={quote(message.message_id, safe='')}"
-
-
-def _purge(services: Services, queue: QueueRecord, form: dict[str, str]) -> str:
-    if form.get("confirm") != "yes":
-        raise InvalidParameterValueError(
-            "Tick the box to confirm that every message of the queue is to be deleted.")
-    services.queues.purge(queue)
-    return "notice=purged"
-
-
-def _redrive(services: Services, queue: QueueRecord, form: dict[str, str]) -> str:
-    services.move_tasks.start(
-        queue.arn, form.get("destination_arn") or None,
-        _optional_int(form, "max_per_second", "MaxNumberOfMessagesPerSecond"))
-    return "notice=redrive"
-
-
-def _cancel(services: Services, queue: QueueRecord, form: dict[str, str]) -> str:
-    handle = form.get("task_handle", "")
-    if not any(t.handle == handle for t in services.move_tasks.list(queue.arn, 10)):
-        raise InvalidParameterValueError("Value for parameter TaskHandle is invalid.")
-    services.move_tasks.cancel(handle)
-    return "notice=cancelled"
-
-
-def _when(epoch_ms: int | None) -> str:
-    """An epoch-ms time as UTC text."""
-    if not epoch_ms:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch_ms / 1000))

@@ -1,0 +1,68 @@
+"""What the local server knows of each connection, handed to the app as trusted facts.
+
+The server knows whether a connection is TLS and which address it comes from. It puts
+both into the request event's context, where API Gateway puts its own and where a client
+cannot write (`chalicelib/frontend/transport.py` reads them). Forwarded headers a client
+sent are dropped before the app sees them, unless the peer is a trusted proxy
+(`DMQ_TRUSTED_PROXIES`); over TLS the server says so with `X-Forwarded-Proto: https`, as
+API Gateway does.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chalice import Chalice
+from chalice.config import Config
+from chalice.local import LocalGateway
+
+from chalicelib.frontend.transport import FORWARDED_HEADERS, LOCAL_MARK, is_trusted, networks
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One client connection: its peer's address and whether it is TLS."""
+
+    peer: str
+    secure: bool
+
+
+def trusted_headers(headers: Mapping[str, str], connection: Connection,
+                    proxies: tuple[str, ...]) -> dict[str, str]:
+    """The request's headers (lower-case names) as the app may see them."""
+    if is_trusted(connection.peer, networks(proxies)):
+        return dict(headers)
+    kept = {k: v for k, v in headers.items() if k not in FORWARDED_HEADERS}
+    if connection.secure:
+        kept["x-forwarded-proto"] = "https"
+    return kept
+
+
+class ConnectionGateway(LocalGateway):
+    """Chalice's local gateway, whose events carry the connection's facts."""
+
+    def __init__(self, app: Chalice, config: Config) -> None:
+        super().__init__(app, config)
+        self._serving = threading.local()
+
+    def serve(self, connection: Connection, method: str, path: str,
+              headers: dict[str, str], body: bytes) -> Any:
+        """`handle_request` for a request that came over `connection`."""
+        self._serving.connection = connection
+        try:
+            return self.handle_request(method, path, headers, body)
+        finally:
+            self._serving.connection = None
+
+    def _generate_lambda_event(self, method: str, path: str, headers: Any,
+                               body: bytes | None) -> Any:
+        event = super()._generate_lambda_event(method, path, headers, body)
+        connection = getattr(self._serving, "connection", None)
+        if connection is not None:
+            context = event["requestContext"]
+            context["identity"]["sourceIp"] = connection.peer
+            context[LOCAL_MARK] = {"secure": connection.secure}
+        return event
