@@ -13,13 +13,13 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import ROOT, free_port
+from tests.e2e.test_dmq_cli import Done
 
 pytestmark = pytest.mark.e2e
 
@@ -28,17 +28,6 @@ RUN_TIMEOUT_S = 60
 ACCOUNT = "000000000000"
 ISO = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\b")
 
-
-@dataclass
-class Done:
-    """One finished run of `dmq`."""
-
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
 
 
 Run = Callable[..., Done]

@@ -101,6 +101,7 @@ class Console:
         own_limits = SignInLimits()
         self._limits = limits or (lambda: own_limits)
         self._csrf: CsrfTokens | None = None
+        self._csrf_key = ""
         self._clock_of = clock  # the runtime's clock, which tests may replace
         self.history = History()
         self._templates = Environment(
@@ -181,9 +182,11 @@ class Console:
         return self.csrf().valid(token, user.access_key_id, int(self._clock.now_ms() / 1000))
 
     def csrf(self) -> CsrfTokens:
-        """The token issuer (its key read once)."""
-        if self._csrf is None:
-            self._csrf = CsrfTokens(self._csrf_secret())
+        """The token issuer, made again when the key changes (the runtime fetches the key
+        once per container, and forgets it when it is configured anew)."""
+        secret = self._csrf_secret()
+        if self._csrf is None or self._csrf_key != secret:
+            self._csrf, self._csrf_key = CsrfTokens(secret), secret
         return self._csrf
 
     def _render(self, request: WebRequest, user: auth.ConsoleUser | None, template: str,
