@@ -7,6 +7,7 @@ failed delivery that is never followed."""
 
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import re
@@ -198,7 +199,10 @@ def test_tls_is_verified_for_the_name_and_sends_it_as_sni_and_host(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN an HTTPS endpoint for "localhost" whose CA the process trusts
     files = local_certificates(tmp_path)
-    monkeypatch.setenv("SSL_CERT_FILE", str(files.ca))
+    # The process trusts the test CA: given to the default context directly, since OpenSSL
+    # may have read SSL_CERT_FILE before (another test in the same process).
+    trusting = functools.partial(ssl.create_default_context, cafile=str(files.ca))
+    monkeypatch.setattr(push_http.ssl, "create_default_context", trusting)
     handler = type("Receiver", (_Receiver,), {"seen": [], "answer": (200, {})})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     context = server_context(files)
