@@ -102,7 +102,7 @@ def check_destination(endpoint: str, policy: DestinationPolicy) -> None:
         raise InvalidParameterValueError(f"Endpoint {endpoint!r} is not allowed: {exc}.") \
             from None
     except (OSError, UnicodeError):
-        pass
+        return  # does not resolve now: each delivery resolves and checks it again
 
 
 def _report(body: dict[str, Any]) -> bool:
