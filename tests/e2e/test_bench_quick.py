@@ -28,9 +28,13 @@ def test_quick_bench_measures_and_judges_every_figure(tmp_path: Path) -> None:
     for name in ("moto", "dmq"):
         lifecycle = figures.lifecycle[name]
         assert lifecycle.sent == lifecycle.delivered == lifecycle.messages
-        assert lifecycle.duplicates == 0 and lifecycle.messages_per_s > 0
+        assert lifecycle.messages_per_s > 0
         assert figures.single_ops[name].send.count == 5
     dmq = figures.lifecycle["dmq"]
+    # moto's receive is not atomic across its server's threads, so two consumers can
+    # both get one message (the page reports moto's duplicates); DMQ's claim is a
+    # conditional write and must never hand a message out twice while it is invisible.
+    assert dmq.duplicates == 0
     assert dmq.dynamodb_calls.get("BatchWriteItem", 0) >= 6  # counted inside DMQ
     assert 0 < dmq.dynamodb_requests_per_message < 10
     assert figures.lifecycle["moto"].dynamodb_calls == {}
