@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend import items
 from chalicelib.domain.exceptions import StoreError
+from chalicelib.dynamo_batches import get_all, write_all
 from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("dmq.counters")
 SLOTS = 4
-_READ_RETRIES = 5
 
 
 class ShardCounters:
@@ -69,26 +69,12 @@ class ShardCounters:
         """The messages a shard holds by its counters (never below 0)."""
         pk = items.partition_key(queue_id, shard)
         keys = [self.key(messages_table, pk, slot) for slot in range(self._slots)]
-        total = 0
-        for _ in range(_READ_RETRIES):
-            with translate_errors():
-                result = self._db.batch_get_item(RequestItems={self.table: {"Keys": keys}})
-            total += sum(int(i["n"]["N"]) for i in result["Responses"].get(self.table, [])
-                         if "n" in i)
-            left: dict[str, Any] = dict(result.get("UnprocessedKeys", {}))
-            keys = list(left.get(self.table, {}).get("Keys", []))
-            if not keys:
-                return max(0, total)
-        raise StoreError("counter reads kept coming back unprocessed")
+        found = get_all(self._db, self.table, keys, consistent=False)
+        return max(0, sum(int(i["n"]["N"]) for i in found if "n" in i))
 
     def reset(self, messages_table: str, pk: str, value: int) -> None:
         """Set a shard's count (a resync replaced the whole shard): slot 0 holds it all."""
         puts = [{"PutRequest": {"Item": {**self.key(messages_table, pk, slot),
                                          "n": {"N": str(value if slot == 0 else 0)}}}}
                 for slot in range(self._slots)]
-        with translate_errors():
-            left = self._db.batch_write_item(
-                RequestItems={self.table: puts}  # type: ignore[dict-item]
-            ).get("UnprocessedItems", {})
-        if left:
-            raise StoreError("counter reset left unprocessed")
+        write_all(self._db, self.table, puts)

@@ -24,7 +24,7 @@ from chalicelib.backend import items
 from chalicelib.backend.items import Item
 from chalicelib.domain.exceptions import StoreUnavailableError, TransactionCancelledError
 from chalicelib.domain.messages import Candidate, Message
-from chalicelib.dynamo_errors import translate_errors
+from chalicelib.dynamo_batches import get_some, transact_write
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -97,10 +97,7 @@ class BatchClaims:
             if not pending:
                 return []
             try:
-                with translate_errors():
-                    self._db.transact_write_items(
-                        TransactItems=[ops[i] for i in pending]  # type: ignore[misc]
-                    )
+                transact_write(self._db, [ops[i] for i in pending])
             except TransactionCancelledError as exc:
                 codes = [str(r.get("Code", "")) for r in exc.reasons]
                 pending = [i for i, code in zip(pending, codes, strict=False)
@@ -114,22 +111,10 @@ class BatchClaims:
         raise StoreUnavailableError("claims kept being cancelled")
 
     def _read(self, keys: list[Item]) -> dict[str, Item]:
-        """Consistent BatchGetItem of the won items, by message id (bounded retries)."""
-        found: dict[str, Item] = {}
-        pending = keys
-        for attempt in range(ROUNDS):
-            if not pending:
-                return found
-            if attempt:
-                time.sleep(0.01 * 2**attempt)
-            with translate_errors():
-                result = self._db.batch_get_item(RequestItems={
-                    self._table: {"Keys": pending, "ConsistentRead": True}
-                })
-            for item in result.get("Responses", {}).get(self._table, []):
-                found[str(item["sk"]["S"])] = dict(item)
-            left = result.get("UnprocessedKeys", {}).get(self._table)
-            pending = [dict(k) for k in left["Keys"]] if left else []
+        """Consistent BatchGetItem of the won items, by message id (bounded retries; a
+        partial result is explicit here: what stays unprocessed is left out)."""
+        got, pending = get_some(self._db, self._table, keys)
+        found = {str(item["sk"]["S"]): item for item in got}
         if pending:
             # Claimed but not read: they come back after their visibility timeout.
             logger.warning("%d claimed messages could not be read back", len(pending))

@@ -25,7 +25,7 @@ from chalicelib.backend import items
 from chalicelib.backend.items import Item
 from chalicelib.domain.exceptions import StoreUnavailableError, TransactionCancelledError
 from chalicelib.domain.messages import Message
-from chalicelib.dynamo_errors import translate_errors
+from chalicelib.dynamo_batches import get_all, transact_write
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -71,21 +71,10 @@ class BatchMoves:
 
     def read(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> list[Item]:
         """Consistent BatchGetItem of one shard's items (bounded retries), in the order
-        asked; items no longer there are left out."""
-        found: dict[str, Item] = {}
-        pending = [items.key(queue_id, shard, m) for m in dict.fromkeys(message_ids)]
-        for attempt in range(ROUNDS):
-            if not pending:
-                break
-            if attempt:
-                time.sleep(0.01 * 2**attempt)
-            with translate_errors():
-                result = self._db.batch_get_item(RequestItems={
-                    self._table: {"Keys": pending, "ConsistentRead": True}})
-            for item in result.get("Responses", {}).get(self._table, []):
-                found[str(item["sk"]["S"])] = dict(item)
-            left = result.get("UnprocessedKeys", {}).get(self._table)
-            pending = [dict(k) for k in left["Keys"]] if left else []
+        asked; items no longer there are left out (StoreThrottledError when some keys stay
+        unprocessed: their items are not known to be gone)."""
+        keys = [items.key(queue_id, shard, m) for m in dict.fromkeys(message_ids)]
+        found = {str(item["sk"]["S"]): item for item in get_all(self._db, self._table, keys)}
         return [found[m] for m in message_ids if m in found]
 
     def move(
@@ -112,8 +101,7 @@ class BatchMoves:
                 return MoveOutcome(0)
             ops = [*self._ops(queue_id, shard, pending), progress(len(pending))]
             try:
-                with translate_errors():
-                    self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+                transact_write(self._db, ops)
             except TransactionCancelledError as exc:
                 codes = [str(r.get("Code", "")) for r in exc.reasons]
                 codes += [""] * (len(ops) - len(codes))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -23,6 +22,7 @@ from chalicelib.domain.exceptions import (
 )
 from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
+from chalicelib.dynamo_batches import transact_write, write_some
 from chalicelib.dynamo_errors import lost_race, translate_errors
 
 if TYPE_CHECKING:
@@ -136,22 +136,9 @@ class DynamoMessageStore:
         return message.with_changes(body_key=body_key)
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Write in chunks of 25; return what stayed unprocessed after bounded retries."""
-        pending = list(requests)
-        left: list[dict[str, Any]] = []
-        for start in range(0, len(pending), 25):
-            chunk = pending[start : start + 25]
-            for attempt in range(_BATCH_RETRIES):
-                with translate_errors():
-                    result = self._db.batch_write_item(
-                        RequestItems={self.table: chunk}  # type: ignore[dict-item]
-                    )
-                chunk = [dict(r) for r in result.get("UnprocessedItems", {}).get(self.table, [])]
-                if not chunk:
-                    break
-                time.sleep(0.01 * 2**attempt)
-            left.extend(chunk)
-        return left
+        """Write in chunks of 25; return what stayed unprocessed after bounded retries
+        (the callers report or count a partial write)."""
+        return write_some(self._db, self.table, requests)
 
     # -- receive --------------------------------------------------------------------------
     def find_candidates(
@@ -253,8 +240,7 @@ class DynamoMessageStore:
                                   1),
         ]
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            transact_write(self._db, ops)
         except StoreError as exc:
             if lost_race(exc):  # another receiver changed or took it first: skip it
                 return False
@@ -356,8 +342,7 @@ class DynamoMessageStore:
         if counted:
             chosen += self._removal_counts(chosen)
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=chosen)  # type: ignore[arg-type]
+            transact_write(self._db, chosen)
         except TransactionCancelledError as exc:
             retry = []
             for index, reason in zip(pending, exc.reasons, strict=False):

@@ -31,6 +31,7 @@ from chalicelib.domain.exceptions import (
     TransactionCancelledError,
 )
 from chalicelib.domain.messages import Counts, Message, MessageRef
+from chalicelib.dynamo_batches import get_all, transact_write
 from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
@@ -209,8 +210,7 @@ class FifoStore:
                 self.table, items.partition_key(queue_id, shard), count))
             owners.append(None)
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            transact_write(self._db, ops)
         except TransactionCancelledError as exc:
             retry = list(pending)
             behind = any(owner is None and reason.get("Code") == "ConditionalCheckFailed"
@@ -349,8 +349,7 @@ class FifoStore:
                                             claimed, now_ms))
                 owners.append(None)
             try:
-                with translate_errors():
-                    self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+                transact_write(self._db, ops)
             except TransactionCancelledError as exc:
                 lost = {owner for owner, reason in zip(owners, exc.reasons, strict=False)
                         if reason.get("Code") not in ("None", "", None)}
@@ -433,8 +432,7 @@ class FifoStore:
                 for e in entries]
         ops.append(self._base.counters.add_op(self.table, pk, -len(entries)))
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            transact_write(self._db, ops)
         except TransactionCancelledError:
             return False
         return True
@@ -466,8 +464,7 @@ class FifoStore:
                 self.table, items.partition_key(target_queue_id, target_shard), 1),
         ]
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            transact_write(self._db, ops)
         except TransactionCancelledError:
             self.forget_blocks(target_queue_id, [target_shard])
             return False
@@ -513,22 +510,13 @@ class FifoStore:
                            str(r["L"][2]["S"])) for r in item.get("refs", {}).get("L", [])]
 
     def read(self, refs: Sequence[MessageRef]) -> list[FifoEntry]:
-        """The message items of these refs still there, in the order given (one batch read)."""
+        """The message items of these refs still there, in the order given (one batch read;
+        StoreThrottledError when some stay unprocessed: they are not known to be gone)."""
         if not refs:
             return []
         keys = [self._key(items.partition_key(r.queue_id, r.shard), r.message_id) for r in refs]
-        found: dict[tuple[str, str], Item] = {}
-        pending: list[Item] = keys
-        for _ in range(SEND_ROUNDS):
-            if not pending:
-                break
-            with translate_errors():
-                result = self._db.batch_get_item(
-                    RequestItems={self.table: {"Keys": pending, "ConsistentRead": True}})
-            for item in result.get("Responses", {}).get(self.table, []):
-                found[(str(item["pk"]["S"]), str(item["sk"]["S"]))] = item
-            left: dict[str, Any] = dict(result.get("UnprocessedKeys", {}))
-            pending = list(left.get(self.table, {}).get("Keys", []))
+        found = {(str(item["pk"]["S"]), str(item["sk"]["S"])): item
+                 for item in get_all(self._db, self.table, keys)}
         ordered = [found.get((str(k["pk"]["S"]), str(k["sk"]["S"]))) for k in keys]
         return [self.entry(item) for item in ordered if item is not None]
 
@@ -606,8 +594,7 @@ class FifoStore:
         ops += [self._base.counters.add_op(self.table, pk, -count)
                 for pk, count in per_shard.items()]
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            transact_write(self._db, ops)
         except TransactionCancelledError as exc:
             retry = []
             for owner, reason in zip(owners, exc.reasons, strict=False):

@@ -14,7 +14,6 @@ instead of being dropped. Each step can run again, so the next attempt finishes 
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.replica import SEQ, TOMB, padded
-from chalicelib.domain.exceptions import StoreUnavailableError
+from chalicelib.dynamo_batches import Retry, write_all
 from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
@@ -63,22 +62,9 @@ def _items(client: DynamoDBClient, table: str, pk: str) -> Iterator[dict[str, An
 
 def _write(client: DynamoDBClient, table: str, requests: list[dict[str, Any]]) -> None:
     """Write every request, retrying unprocessed ones with growing (jittered) pauses;
-    StoreUnavailableError when some never go through (nothing is silently dropped)."""
-    for begin in range(0, len(requests), 25):
-        pending = requests[begin:begin + 25]
-        for attempt in range(WRITE_ATTEMPTS):
-            if attempt:
-                ceiling = min(MAX_PAUSE_S, FIRST_PAUSE_S * 2 ** (attempt - 1))
-                _pause(random.uniform(ceiling / 2, ceiling))
-            with translate_errors():
-                result = client.batch_write_item(RequestItems={table: pending})  # type: ignore[dict-item]
-            pending = [dict(r) for r in result.get("UnprocessedItems", {}).get(table, [])]
-            if not pending:
-                break
-        if pending:
-            raise StoreUnavailableError(
-                f"{len(pending)} writes to {table} stayed unprocessed after "
-                f"{WRITE_ATTEMPTS} attempts")
+    StoreThrottledError when some never go through (nothing is silently dropped)."""
+    write_all(client, table, requests, Retry(WRITE_ATTEMPTS, FIRST_PAUSE_S, MAX_PAUSE_S,
+                                             sleep=lambda seconds: _pause(seconds)))
 
 
 def resync_partition(

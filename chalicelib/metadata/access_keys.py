@@ -9,11 +9,11 @@ A key and the index change together, in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.exceptions import ConditionFailedError, TransactionCancelledError
+from chalicelib.dynamo_batches import get_all, transact_write
 from chalicelib.dynamo_errors import translate_errors
 
 if TYPE_CHECKING:
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 PREFIX = "accesskey#"
 INDEX_KEY = "accesskeys"
-BATCH_GET_MAX = 100
 ACTIVE = "Active"
 
 
@@ -85,16 +84,15 @@ class AccessKeyRepository:
     def add(self, record: AccessKeyRecord) -> None:
         """Store a new key and list it; AccessKeyExistsError when the id is taken."""
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=[
-                    {"Put": {"TableName": self._table, "Item": _item(record),
-                             "ConditionExpression": "attribute_not_exists(#k)",
-                             "ExpressionAttributeNames": {"#k": "key"}}},
-                    {"Update": {"TableName": self._table, "Key": {"key": {"S": INDEX_KEY}},
-                                "UpdateExpression": "ADD ids :id",
-                                "ExpressionAttributeValues": {
-                                    ":id": {"SS": [record.access_key_id]}}}},
-                ])
+            transact_write(self._db, [
+                {"Put": {"TableName": self._table, "Item": _item(record),
+                         "ConditionExpression": "attribute_not_exists(#k)",
+                         "ExpressionAttributeNames": {"#k": "key"}}},
+                {"Update": {"TableName": self._table, "Key": {"key": {"S": INDEX_KEY}},
+                            "UpdateExpression": "ADD ids :id",
+                            "ExpressionAttributeValues": {
+                                ":id": {"SS": [record.access_key_id]}}}},
+            ])
         except TransactionCancelledError as exc:
             first = str(exc.reasons[0].get("Code", "")) if exc.reasons else ""
             if first == "ConditionalCheckFailed":
@@ -104,16 +102,15 @@ class AccessKeyRepository:
     def remove(self, access_key_id: str) -> bool:
         """Delete a key and unlist it; False when it was not stored."""
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=[
-                    {"Delete": {"TableName": self._table,
-                                "Key": {"key": {"S": PREFIX + access_key_id}},
-                                "ConditionExpression": "attribute_exists(#k)",
-                                "ExpressionAttributeNames": {"#k": "key"}}},
-                    {"Update": {"TableName": self._table, "Key": {"key": {"S": INDEX_KEY}},
-                                "UpdateExpression": "DELETE ids :id",
-                                "ExpressionAttributeValues": {":id": {"SS": [access_key_id]}}}},
-                ])
+            transact_write(self._db, [
+                {"Delete": {"TableName": self._table,
+                            "Key": {"key": {"S": PREFIX + access_key_id}},
+                            "ConditionExpression": "attribute_exists(#k)",
+                            "ExpressionAttributeNames": {"#k": "key"}}},
+                {"Update": {"TableName": self._table, "Key": {"key": {"S": INDEX_KEY}},
+                            "UpdateExpression": "DELETE ids :id",
+                            "ExpressionAttributeValues": {":id": {"SS": [access_key_id]}}}},
+            ])
         except (TransactionCancelledError, ConditionFailedError):
             return False
         return True
@@ -124,23 +121,6 @@ class AccessKeyRepository:
             index = self._db.get_item(TableName=self._table, ConsistentRead=True,
                                       Key={"key": {"S": INDEX_KEY}}).get("Item") or {}
         ids = sorted(str(i) for i in index.get("ids", {}).get("SS", []))
-        records = [r for chunk in _chunks(ids, BATCH_GET_MAX) for r in self._batch_get(chunk)]
+        records = [_record(item) for item in
+                   get_all(self._db, self._table, [{"key": {"S": PREFIX + i}} for i in ids])]
         return sorted(records, key=lambda r: (r.created_ms, r.access_key_id))
-
-    def _batch_get(self, ids: Sequence[str]) -> list[AccessKeyRecord]:
-        keys: list[Any] = [{"key": {"S": PREFIX + i}} for i in ids]
-        out: list[AccessKeyRecord] = []
-        for _ in range(5):  # unprocessed keys are retried, a bounded number of times
-            if not keys:
-                break
-            with translate_errors():
-                response = self._db.batch_get_item(RequestItems={
-                    self._table: {"Keys": keys, "ConsistentRead": True}})
-            out.extend(_record(dict(i)) for i in response["Responses"].get(self._table, []))
-            unprocessed: Any = response.get("UnprocessedKeys") or {}
-            keys = list(unprocessed.get(self._table, {}).get("Keys", []))
-        return out
-
-
-def _chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]

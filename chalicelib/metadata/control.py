@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from chalicelib.dynamo_batches import get_all
 from chalicelib.dynamo_errors import translate_errors
 from chalicelib.metadata.epoch import ensure_epoch
 from chalicelib.metadata.placement import ClusterLoad
@@ -50,10 +51,9 @@ class ControlRepository:
         if cached and not fresh and now - cached[0] < self._cache_seconds:
             return cached[1]
         keys = [{"key": {"S": f"cluster#{name}"}} for name in self._clusters]
-        with translate_errors():
-            found = self._db.batch_get_item(
-                RequestItems={self._table: {"Keys": keys, "ConsistentRead": True}}
-            )["Responses"].get(self._table, [])
+        # Every key is read, unprocessed ones again: a cluster left unread would pass for
+        # one with no record (the default capacity) and draw shards it may not have room for.
+        found = get_all(self._db, self._table, keys)
         by_name = {str(i["key"]["S"]).split("#", 1)[1]: i for i in found}
         loads = []
         for name in self._clusters:

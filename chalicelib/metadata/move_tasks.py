@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.exceptions import ConditionFailedError, TransactionCancelledError
 from chalicelib.domain.move_tasks import KEPT_PER_SOURCE, MoveTask, MoveTaskStatus
+from chalicelib.dynamo_batches import get_all, transact_write
 from chalicelib.dynamo_errors import lost_race, translate_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 RUNNING_KEY = "movetasks#running"
-_BATCH_GET = 100
-_READ_ROUNDS = 5
 
 
 class SourceBusyError(Exception):
@@ -118,20 +117,9 @@ class MoveTaskRepository:
         return ids, active, int(item["v"]["N"]) if "v" in item else 0
 
     def _many(self, task_ids: Sequence[str]) -> list[MoveTask]:
-        found: dict[str, MoveTask] = {}
-        for start in range(0, len(task_ids), _BATCH_GET):
-            pending = [_task_key(t) for t in task_ids[start:start + _BATCH_GET]]
-            for _ in range(_READ_ROUNDS):
-                if not pending:
-                    break
-                with translate_errors():
-                    result = self._db.batch_get_item(RequestItems={
-                        self._table: {"Keys": pending, "ConsistentRead": True}})
-                for item in result.get("Responses", {}).get(self._table, []):
-                    task = _from_item(dict(item))
-                    found[task.task_id] = task
-                left = result.get("UnprocessedKeys", {}).get(self._table)
-                pending = [dict(k) for k in left["Keys"]] if left else []
+        tasks = (_from_item(item) for item in
+                 get_all(self._db, self._table, [_task_key(t) for t in task_ids]))
+        found = {task.task_id: task for task in tasks}
         return [found[t] for t in task_ids if t in found]
 
     # -- writes --------------------------------------------------------------------------
@@ -164,8 +152,7 @@ class MoveTaskRepository:
             *({"Delete": {"TableName": self._table, "Key": _task_key(t)}} for t in dropped),
         ]
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            transact_write(self._db, ops)
         except TransactionCancelledError as exc:
             if lost_race(exc):
                 raise SourceBusyError(task.source_arn) from exc
@@ -226,8 +213,7 @@ class MoveTaskRepository:
                         "ExpressionAttributeValues": {":id": {"SS": [task.task_id]}}}},
         ]
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            transact_write(self._db, ops)
         except TransactionCancelledError as exc:
             if lost_race(exc):
                 return False

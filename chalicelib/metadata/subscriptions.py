@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.exceptions import ConditionFailedError, TransactionCancelledError
 from chalicelib.domain.subscriptions import Subscription
+from chalicelib.dynamo_batches import get_all, transact_write
 from chalicelib.dynamo_errors import lost_race, translate_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 ALL_KEY = "pushsubs#all"
-_BATCH_GET = 100
-_READ_ROUNDS = 5
 
 
 def _sub_key(sub_id: str) -> dict[str, Any]:
@@ -114,8 +113,7 @@ class SubscriptionRepository:
                         "ExpressionAttributeValues": {":id": {"SS": [sub.sub_id]}}}},
         ]
         try:
-            with translate_errors():
-                self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+            transact_write(self._db, ops)
         except TransactionCancelledError as exc:
             if lost_race(exc):
                 return False
@@ -133,8 +131,7 @@ class SubscriptionRepository:
                         "UpdateExpression": "DELETE ids :id",
                         "ExpressionAttributeValues": {":id": {"SS": [sub.sub_id]}}}},
         ]
-        with translate_errors():
-            self._db.transact_write_items(TransactItems=ops)  # type: ignore[arg-type]
+        transact_write(self._db, ops)
 
     def _ids(self, key: dict[str, Any]) -> list[str]:
         with translate_errors():
@@ -143,20 +140,9 @@ class SubscriptionRepository:
         return sorted(str(v) for v in item.get("ids", {}).get("SS", []))
 
     def _many(self, ids: Sequence[str]) -> list[Subscription]:
-        found: dict[str, Subscription] = {}
-        for start in range(0, len(ids), _BATCH_GET):
-            pending = [_sub_key(i) for i in ids[start:start + _BATCH_GET]]
-            for _ in range(_READ_ROUNDS):
-                if not pending:
-                    break
-                with translate_errors():
-                    result = self._db.batch_get_item(RequestItems={
-                        self._table: {"Keys": pending, "ConsistentRead": True}})
-                for item in result.get("Responses", {}).get(self._table, []):
-                    sub = _from_item(dict(item))
-                    found[sub.sub_id] = sub
-                left = result.get("UnprocessedKeys", {}).get(self._table)
-                pending = [dict(k) for k in left["Keys"]] if left else []
+        subs = (_from_item(item) for item in
+                get_all(self._db, self._table, [_sub_key(i) for i in ids]))
+        found = {sub.sub_id: sub for sub in subs}
         return [found[i] for i in ids if i in found]
 
     # -- concurrency slots ---------------------------------------------------------------
