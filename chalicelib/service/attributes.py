@@ -11,6 +11,7 @@ from chalicelib.domain.queues import parse_queue_arn
 from chalicelib.service.exceptions import (
     InvalidAttributeNameError,
     InvalidAttributeValueError,
+    InvalidParameterValueError,
 )
 from chalicelib.service.shards import MAX_SHARDS
 from chalicelib.service.text import utf8_length
@@ -94,7 +95,7 @@ def _check_int(name: str, value: str) -> str:
     low, high = INT_RANGES[name]
     text = value.strip()
     if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
-        raise _invalid(name, f"Must be an integer from {low} to {high}.")
+        raise _invalid(name)  # SQS gives no reason for a value out of its range
     return str(int(text))
 
 
@@ -125,20 +126,31 @@ def _check_policy(name: str, value: str) -> str:
     return value
 
 
+def redrive_invalid(value: str, reason: str) -> InvalidParameterValueError:
+    """A RedrivePolicy SQS refuses, quoted as it was sent."""
+    return InvalidParameterValueError(
+        f"Value {value} for parameter RedrivePolicy is invalid. Reason: {reason}")
+
+
 def _check_redrive_policy(name: str, value: str) -> str:
     if not value:
         return value
     data = _load_json_object(name, value)
-    target = data.get("deadLetterTargetArn")
-    if not isinstance(target, str) or parse_queue_arn(target) is None:
-        raise _invalid(name, "Invalid value for deadLetterTargetArn.")
-    count = data.get("maxReceiveCount")
+    for field in ("maxReceiveCount", "deadLetterTargetArn"):
+        if field not in data:
+            raise redrive_invalid(
+                value, f"Redrive policy does not contain mandatory attribute: {field}.")
+    count = data["maxReceiveCount"]
     valid = not isinstance(count, bool) and _INTEGER.fullmatch(str(count)) is not None
     if not valid or not 1 <= int(str(count)) <= 1000:
-        raise _invalid(name, "maxReceiveCount must be an integer from 1 to 1000.")
+        raise redrive_invalid(value, f"Invalid value for maxReceiveCount: {count}, valid "
+                              "values are from 1 to 1000 both inclusive.")
+    target = data["deadLetterTargetArn"]
+    if not isinstance(target, str) or parse_queue_arn(target) is None:
+        raise redrive_invalid(value, "Invalid value for deadLetterTargetArn.")
     extra = set(data) - {"deadLetterTargetArn", "maxReceiveCount"}
     if extra:
-        raise _invalid(name, f"Unknown field {sorted(extra)[0]}.")
+        raise redrive_invalid(value, f"Unknown field {sorted(extra)[0]}.")
     return json.dumps(
         {"deadLetterTargetArn": target, "maxReceiveCount": int(str(count))},
         separators=(",", ":"),
@@ -254,10 +266,21 @@ def with_sse(merged: Mapping[str, str], given: Mapping[str, str]) -> dict[str, s
     return result
 
 
+def stripped(attributes: Mapping[str, str]) -> dict[str, str]:
+    """The attributes a client sets, named without surrounding whitespace (SQS reads
+    " DelaySeconds" as DelaySeconds)."""
+    return {str(name).strip(): value for name, value in attributes.items()}
+
+
+def asks_fifo(attributes: Mapping[str, str]) -> bool:
+    """Whether CreateQueue's attributes ask for a FIFO queue."""
+    return str(stripped(attributes).get("FifoQueue", "")).lower() == "true"
+
+
 def validate_settable(attributes: Mapping[str, str], fifo: bool = False) -> dict[str, str]:
     """Check names and values of attributes a client sets; return them normalised."""
     normalised: dict[str, str] = {}
-    for name, value in attributes.items():
+    for name, value in stripped(attributes).items():
         if name in FIFO_ONLY:
             checked = _check_fifo_attribute(name, str(value), fifo)
             if checked is not None:
@@ -284,6 +307,7 @@ def validate_readable(names: list[str], fifo: bool = False) -> list[str]:
     """Check names asked of GetQueueAttributes; expand `All`. FIFO attributes exist only
     on FIFO queues."""
     readable = READABLE | FIFO_ONLY if fifo else READABLE
+    names = [name.strip() for name in names]
     for name in names:
         if name not in readable:
             raise InvalidAttributeNameError(f"Unknown Attribute {name}.")

@@ -6,8 +6,9 @@ from __future__ import annotations
 class SqsError(Exception):
     """An error that reaches the client as an SQS error response."""
 
-    code: str = "InternalError"  # the __type (the botocore shape name where modelled)
+    code: str = "InternalError"  # the botocore shape name where modelled
     query_code: str | None = None  # the legacy code sent in x-amzn-query-error
+    json_type: str | None = None  # the JSON protocol's __type, where SQS's differs from code
     status: int = 400
     sender_fault: bool = True
 
@@ -20,17 +21,25 @@ class SqsError(Exception):
         """The code older SDKs (and the Query protocol) know the error by."""
         return self.query_code or self.code
 
+    @property
+    def type_name(self) -> str:
+        """The `__type` of a JSON error: SQS names a few unmodelled errors differently
+        there (InvalidParameterValueException) than in x-amzn-query-error."""
+        return self.json_type or self.code
+
 
 class InvalidParameterValueError(SqsError):
     """A parameter has a value SQS rejects."""
 
     code = "InvalidParameterValue"
+    json_type = "InvalidParameterValueException"
 
 
 class MissingParameterError(SqsError):
     """A required parameter is absent."""
 
     code = "MissingParameter"
+    json_type = "MissingRequiredParameterException"
 
 
 class InvalidAttributeNameError(SqsError):

@@ -12,7 +12,7 @@ from chalicelib.service.exceptions import (
     InvalidParameterValueError,
     MissingParameterError,
 )
-from chalicelib.service.text import has_invalid_characters, utf8_length
+from chalicelib.service.text import first_invalid_character, has_invalid_characters, utf8_length
 
 MAX_ATTRIBUTES = 10
 _ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_\-.]+\Z")
@@ -30,12 +30,18 @@ def check_body(body: str | None) -> str:
     return body
 
 
-def check_characters(text: str) -> None:
-    """Reject characters outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000+."""
-    if has_invalid_characters(text):
+ALLOWED_CHARACTERS = ("the set of allowed characters is #x9 | #xA | #xD | [#x20-#xD7FF] | "
+                      "[#xE000-#xFFFD] | [#x10000-#x10FFFF].")
+
+
+def check_characters(text: str, where: str = "the message body") -> None:
+    """Reject characters outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000+,
+    naming the first one as SQS does ('#xFFFF')."""
+    found = first_invalid_character(text)
+    if found is not None:
         raise InvalidMessageContentsError(
-            "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
-            "#xE000 to #xFFFD | #x10000 to #x10FFFF"
+            f"Invalid binary character '#x{ord(found):X}' was found in {where}, "
+            f"{ALLOWED_CHARACTERS}"
         )
 
 
@@ -98,7 +104,7 @@ def check_attribute(name: str, value: AttributeValue, kind: str = "user") -> Non
             f"Message ({kind}) attribute '{name}' must contain a non-empty value of type "
             f"'{base}'."
         )
-    check_characters(value.string_value)
+    check_characters(value.string_value, f"the message attribute '{name}' value")
     if base == "Number":
         _check_number(name, value.string_value)
 

@@ -37,7 +37,7 @@ from chalicelib.service.exceptions import (
 from chalicelib.service.fifo import is_fifo
 from chalicelib.service.messages import MessageService
 from chalicelib.service.shards import resize, split
-from chalicelib.service.tags import check_tag_keys, check_tags
+from chalicelib.service.tags import check_tag_request, check_tags, check_untag_request
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 DELETE_COOLDOWN_MS = 60_000
@@ -114,10 +114,10 @@ class QueueService:
         tags: Mapping[str, str],
     ) -> QueueRecord:
         """CreateQueue: idempotent for equal attributes, QueueNameExists otherwise."""
-        fifo = str(attributes.get("FifoQueue", "")).lower() == "true"
+        fifo = attrs.asks_fifo(attributes)
         check_queue_name(name, fifo)
         given = attrs.validate_settable(attributes, fifo)
-        check_tags(tags)
+        check_tags(tags, name)
         now = self._clock.now_ms()
         existing = self._repo.get(queue_id_of(account, name), fresh=True)
         if existing is not None:
@@ -416,20 +416,20 @@ class QueueService:
     # -- tags --------------------------------------------------------------------------------
     def tag(self, queue: QueueRecord, tags: Mapping[str, str]) -> None:
         """TagQueue: add or overwrite tags (at most 50 per queue)."""
-        merged = {**queue.tags, **tags}
-        check_tags(tags)
-        check_tags(merged)
+        check_tag_request(tags)
+        check_tags(tags, queue.name)
+        check_tags({**queue.tags, **tags}, queue.name)
 
         def tagged(current: QueueRecord) -> QueueRecord:
             combined = {**current.tags, **tags}
-            check_tags(combined)
+            check_tags(combined, queue.name)
             return current.with_changes(tags=combined)
 
         self._update(queue, tagged)
 
     def untag(self, queue: QueueRecord, keys: Sequence[str]) -> None:
         """UntagQueue: remove tags; unknown keys are ignored."""
-        check_tag_keys(keys)
+        check_untag_request(keys)
         self._update(queue, lambda q: q.with_changes(
             tags={k: v for k, v in q.tags.items() if k not in keys}))
 

@@ -5,18 +5,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from chalicelib.service.exceptions import InvalidParameterValueError
+from chalicelib.service.exceptions import InvalidParameterValueError, MissingParameterError
 from chalicelib.service.text import has_invalid_characters, printable
 
 MAX_TAGS = 50
+KEY_LENGTH = "Tag keys must be between 1 and 128 characters in length."
 
 
-def check_tags(tags: Mapping[str, str]) -> None:
-    """Validate a set of tags."""
+def check_tag_request(tags: Mapping[str, str]) -> None:
+    """TagQueue names at least one tag (SQS: MissingParameter)."""
+    if not tags:
+        raise MissingParameterError("The request must contain the parameter Tags.")
+
+
+def check_untag_request(keys: Sequence[str]) -> None:
+    """UntagQueue names at least one key, each a valid one."""
+    if not keys:
+        raise InvalidParameterValueError(KEY_LENGTH)
+    check_tag_keys(keys)
+
+
+def check_tags(tags: Mapping[str, str], queue_name: str) -> None:
+    """Validate a set of tags: the queue's after a change, or those a request sets."""
     if len(tags) > MAX_TAGS:
-        raise InvalidParameterValueError(
-            f"Too many tags added for queue. Maximum number of tags per queue is {MAX_TAGS}."
-        )
+        raise InvalidParameterValueError(f"Too many tags added for queue {queue_name}.")
     check_tag_keys(list(tags))
     for key, value in tags.items():
         if len(value) > 256:
@@ -32,9 +44,10 @@ def check_tags(tags: Mapping[str, str]) -> None:
 def check_tag_keys(keys: Sequence[str]) -> None:
     """Tag keys are 1 to 128 characters and do not start with `aws:`."""
     for key in keys:
-        if (not 1 <= len(key) <= 128 or key.lower().startswith("aws:")
-                or has_invalid_characters(key)):
+        if not 1 <= len(key) <= 128:
+            raise InvalidParameterValueError(KEY_LENGTH)
+        if key.lower().startswith("aws:") or has_invalid_characters(key):
             raise InvalidParameterValueError(
-                f"Tag key '{printable(key)}' is invalid: keys are 1 to 128 characters of "
-                "those SQS allows and may not start with 'aws:'."
+                f"Tag key '{printable(key)}' is invalid: keys hold only characters SQS "
+                "allows and may not start with 'aws:'."
             )

@@ -13,6 +13,12 @@ def has_invalid_characters(text: str) -> bool:
     return _INVALID_CHARS.search(text) is not None
 
 
+def first_invalid_character(text: str) -> str | None:
+    """The first character of text outside SQS's allowed set, or None."""
+    found = _INVALID_CHARS.search(text)
+    return found.group() if found is not None else None
+
+
 def printable(text: str) -> str:
     """Text safe to quote in an error message: invalid characters as escapes."""
     return _INVALID_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"),

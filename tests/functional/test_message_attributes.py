@@ -253,16 +253,22 @@ def test_invalid_attribute_types_and_values_are_rejected(
     assert _error(sqs, url, {"attr": value}) == ("InvalidParameterValue", message)
 
 
-@pytest.mark.parametrize("body", ["nul\x00", "bell\x07", "\ufffe", "\uffff", "lone\ud800"])
-def test_invalid_body_characters_are_invalid_message_contents(sqs: Any, body: str) -> None:
+@pytest.mark.parametrize(("body", "named"), [
+    ("nul\x00", "0"), ("bell\x07", "7"), ("\ufffe", "FFFE"), ("\uffff", "FFFF"),
+    ("lone\ud800", "D800")])
+def test_invalid_body_characters_are_invalid_message_contents(
+    sqs: Any, body: str, named: str,
+) -> None:
     # GIVEN a queue
     url = _queue(sqs)
-    # WHEN a body holds a character outside SQS's allowed set THEN InvalidMessageContents
+    # WHEN a body holds a character outside SQS's allowed set THEN InvalidMessageContents,
+    # naming the character as SQS does
     with pytest.raises(sqs.exceptions.InvalidMessageContents) as caught:
         sqs.send_message(QueueUrl=url, MessageBody=body)
     assert caught.value.response["Error"]["Message"] == (
-        "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
-        "#xE000 to #xFFFD | #x10000 to #x10FFFF")
+        f"Invalid binary character '#x{named}' was found in the message body, the set of "
+        "allowed characters is #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | "
+        "[#x10000-#x10FFFF].")
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
 
 

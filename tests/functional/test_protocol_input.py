@@ -107,7 +107,7 @@ def test_a_lone_surrogate_in_an_attribute_data_type_is_invalid_parameter_value(
     body = ('{"QueueUrl": "URL", "MessageBody": "b", "MessageAttributes": '
             '{"a": {"DataType": "String.@", "StringValue": "v"}}}').replace("URL", url)
     status, _, error = _call(dmq, "SendMessage", body.replace("@", SURROGATE_ESCAPE))
-    assert (status, _code(error)) == (400, "InvalidParameterValue"), error
+    assert (status, _code(error)) == (400, "InvalidParameterValueException"), error
 
 
 def test_a_lone_surrogate_on_a_missing_queue_still_gets_an_sqs_error(dmq: Client) -> None:
@@ -135,7 +135,7 @@ def test_a_lone_surrogate_in_any_other_parameter_is_invalid_parameter_value(
     url = _queue(dmq)
     body = (template % SURROGATE_ESCAPE).replace("URL", url)
     status, _, error = _call(dmq, action, body)
-    assert (status, _code(error)) == (400, "InvalidParameterValue"), error
+    assert (status, _code(error)) == (400, "InvalidParameterValueException"), error
     # THEN nothing was stored: the queue's tags are as they were
     status, _, tags = _call(dmq, "ListQueueTags", json.dumps({"QueueUrl": url}))
     assert status == 200 and tags.get("Tags", {}) == {}, tags
@@ -190,7 +190,7 @@ HUGE = "q" * 300_000  # larger than any DynamoDB key
     ("ListDeadLetterSourceQueues", {"QueueUrl": "http://[::1/000000000000/q"},
      "QueueDoesNotExist"),
     ("ListQueues", {"MaxResults": 5, "NextToken": base64.urlsafe_b64encode(
-        HUGE.encode()).decode()}, "InvalidParameterValue"),
+        HUGE.encode()).decode()}, "InvalidParameterValueException"),
 ])
 def test_a_name_no_queue_can_have_is_an_sqs_error_not_a_store_fault(
     dmq: Client, store_keys: list[str], action: str, params: dict[str, Any], code: str,

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 ACCOUNT = "000000000000"
 
@@ -95,12 +96,26 @@ def test_max_receive_count_limits_are_inclusive(sqs: Any, count: int) -> None:
      json.dumps({"deadLetterTargetArn": _arn("dlq")}),
      json.dumps({"maxReceiveCount": 3}),
      json.dumps({"deadLetterTargetArn": "not-an-arn", "maxReceiveCount": 3}),
-     json.dumps({"deadLetterTargetArn": _arn("dlq"), "maxReceiveCount": 3, "extra": 1}),
-     "{broken", "[]"],
+     json.dumps({"deadLetterTargetArn": _arn("dlq"), "maxReceiveCount": 3, "extra": 1})],
 )
-def test_malformed_redrive_policy_is_an_invalid_value(sqs: Any, policy: str) -> None:
-    # GIVEN a dead-letter queue WHEN a malformed RedrivePolicy is set
+def test_invalid_redrive_policy_is_an_invalid_parameter_value(sqs: Any, policy: str) -> None:
+    # GIVEN a dead-letter queue WHEN a RedrivePolicy with a missing or wrong field is set
     _queue(sqs, "dlq")
+    source = _queue(sqs, "work")
+    with pytest.raises(ClientError) as caught:
+        sqs.set_queue_attributes(QueueUrl=source, Attributes={"RedrivePolicy": policy})
+    # THEN InvalidParameterValue quoting the policy as sent (as SQS answers it), nothing stored
+    assert _code(caught) == "InvalidParameterValue"
+    assert caught.value.response["Error"]["Message"].startswith(
+        f"Value {policy} for parameter RedrivePolicy is invalid. Reason: ")
+    assert _attribute(sqs, source, "RedrivePolicy") is None
+
+
+@pytest.mark.parametrize("policy", ["{broken", "[]"])
+def test_a_redrive_policy_that_is_no_json_object_is_an_invalid_value(
+    sqs: Any, policy: str,
+) -> None:
+    # GIVEN a queue WHEN a RedrivePolicy that is no JSON object is set
     source = _queue(sqs, "work")
     with pytest.raises(sqs.exceptions.InvalidAttributeValue):
         sqs.set_queue_attributes(QueueUrl=source, Attributes={"RedrivePolicy": policy})

@@ -33,7 +33,7 @@ def test_a_lone_surrogate_measures_three_bytes() -> None:
 @pytest.mark.parametrize("tags", [{"k": LONE}, {LONE: "v"}, {"k": "a\x00"}])
 def test_tags_with_invalid_characters_are_invalid_parameter_value(tags: dict[str, str]) -> None:
     with pytest.raises(InvalidParameterValueError):
-        check_tags(tags)
+        check_tags(tags, "q")
 
 
 def test_untag_keys_with_invalid_characters_are_invalid_parameter_value() -> None:
