@@ -66,6 +66,14 @@ def sqs_queue(account: str, name: str) -> Response:
     return _serve_sqs(f"/{account}/{name}")
 
 
+@app.route("/queue/{region}/{account}/{name}", methods=["POST", "GET"],
+           content_types=SQS_CONTENT_TYPES)
+@observability.flushed
+def sqs_queue_path_style(region: str, account: str, name: str) -> Response:
+    """SQS actions sent to a queue's URL in LocalStack's path style."""
+    return _serve_sqs(f"/queue/{region}/{account}/{name}")
+
+
 def _serve_sqs(path: str) -> Response:
     request = app.current_request
     assert request is not None
@@ -86,14 +94,16 @@ def _serve_sqs(path: str) -> Response:
         except RateThrottledError as exc:
             result = refusal(exc, request.method, signed.headers, dict(pairs))
         else:
-            secure = _transport().secure
+            connection = _transport()
             if is_query:
                 result = query_protocol.handle(runtime.services_for_request, query_request,
-                                               runtime.meter(), ticket.authenticate, secure)
+                                               runtime.meter(), ticket.authenticate,
+                                               connection.secure, connection.host)
             else:
                 result = json_protocol.handle(runtime.services_for_request,
                                               dict(request.headers), body, runtime.meter(),
-                                              ticket.authenticate, secure)
+                                              ticket.authenticate, connection.secure,
+                                              connection.host)
         observability.request_served(result.status, result.headers.get("x-amzn-RequestId", ""))
     headers: dict[str, str | list[str]] = dict(result.headers)
     return Response(body=result.body, status_code=result.status, headers=headers)
@@ -281,8 +291,9 @@ def region_heartbeat(event: CloudWatchEvent) -> None:
 
 
 def _live_local_regions() -> list[str]:
-    """The regions this process runs back-end work for, less those marked down."""
-    return [r for r in runtime.settings.local_regions if runtime.health.up(r)]
+    """The regions this process runs back-end work for (client regions opened by the
+    local server included), less those marked down."""
+    return [r for r in runtime.served_regions() if runtime.health.up(r)]
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))

@@ -25,6 +25,7 @@ from bench import (
     fair,
     fair_share,
     fifo,
+    idle_cost,
     push,
     request_dedup,
     stop_time,
@@ -218,8 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     (`bench/throttle.py`), a quiet tenant's sends under another's flood
     (`bench/fair_share.py`), push delivery latency (`bench/push.py`), what request
     deduplication and TLS cost a send (`bench/request_dedup.py`), the cost of
-    encryption at rest (`bench/encryption.py`) and how long a SIGTERM takes against the
-    messages stored (`bench/stop_time.py`)."""
+    encryption at rest (`bench/encryption.py`), how long a SIGTERM takes against the
+    messages stored (`bench/stop_time.py`) and what an idle server costs its store
+    (`bench/idle_cost.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -240,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     encryption.main(["--quick"] if quick else [])
     # One SIGTERM against 10,000 to 500,000 stored messages (servers of its own).
     stop_time.main(["--quick"] if quick else [])
+    # An idle server's store requests per second, and its wake-up delay (a server of its own).
+    idle_cost.main(["--quick"] if quick else [])
     return 0
 
 

@@ -32,6 +32,8 @@ from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
+from chalicelib.domain.queue_urls import queue_of_request
+
 SERVICE = "dmq"
 NAMESPACE = "DMQ"
 TARGET_PREFIX = "AmazonSQS."
@@ -149,11 +151,9 @@ def request_keys(headers: Mapping[str, str], body: bytes | None,
     except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict):
-        url = data.get("QueueUrl")
-        if isinstance(url, str) and url.count("/") >= 2:
-            account, queue = url.rstrip("/").rsplit("/", 2)[-2:]
-        elif isinstance(data.get("QueueName"), str):
-            queue = data["QueueName"]
+        named = queue_of_request(data.get("QueueUrl"), data.get("QueueName"), default_account)
+        owner, _, queue = named.rpartition("/")
+        account = owner or account
     return {"action": action, "account": account, "queue": queue}
 
 

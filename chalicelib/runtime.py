@@ -17,6 +17,7 @@ from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.keys import KeyWrapper, KmsKeys, LocalKeys
 from chalicelib.backend.request_records import RequestRecords
 from chalicelib.backend.wakeups import Wakeups
+from chalicelib.client_regions import ClientRegions, Opener
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain.destinations import DestinationPolicy
 from chalicelib.domain.fair_share import TURN_WAIT_S, ConcurrencyShare
@@ -76,6 +77,7 @@ class Runtime:
         self._keys: KeyWrapper | None = None
         self._key_lock = threading.Lock()
         self.sign_in_limits = SignInLimits()  # failed password sign-ins (console, metrics)
+        self.client_regions = ClientRegions()  # regions opened for clients (local server)
 
     @property
     def settings(self) -> Settings:
@@ -83,14 +85,32 @@ class Runtime:
         return self._settings or get_settings()
 
     def region_of(self, region: str) -> str:
-        """A deployment region; "" (or an unknown one, for back-end work) is the default."""
-        return region if region in self.settings.all_regions else self.settings.region
+        """A deployment region or an opened client region; "" (or an unknown one, for
+        back-end work) is the default."""
+        if region in self.settings.all_regions or region in self.client_regions.opened:
+            return region
+        return self.settings.region
 
     def services_for_request(self, region: str = "") -> Services:
         """The services of the region a request is signed for ("": unsigned, the default
-        region); SignatureDoesNotMatch for a region outside the deployment."""
-        check_signed_region(region, self.settings.all_regions)
+        region); SignatureDoesNotMatch for a region outside the deployment, unless any
+        region is served (the local server), which opens it on first use."""
+        settings = self.settings
+        any_region = bool(settings.any_region) and self.client_regions.can_open
+        check_signed_region(region, settings.all_regions, any_region)
+        if region and region not in settings.all_regions:
+            self.client_regions.open(region)
         return self.services_for(region)
+
+    def open_client_regions(self, opener: Opener | None) -> None:
+        """Install how a client region is opened (the local server: provision its
+        tables, start its back-end work); None: no region is opened."""
+        self.client_regions = ClientRegions(opener)
+
+    def served_regions(self) -> tuple[str, ...]:
+        """The regions this process runs back-end work for: its own and the client
+        regions opened so far."""
+        return tuple(dict.fromkeys([*self.settings.local_regions, *self.client_regions.opened]))
 
     def services_for(self, region: str = "") -> Services:
         """The services of a region; RegionDownError while it is marked down."""
@@ -221,7 +241,9 @@ class Runtime:
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)
         clusters = ClusterManager(control)
-        queues = QueueService(repo, messages, self._clock, clusters.place, settings.all_regions,
+        # A client region (not in DMQ_REGIONS) is a namespace that replicates nowhere.
+        regions = settings.all_regions if region in settings.all_regions else (region,)
+        queues = QueueService(repo, messages, self._clock, clusters.place, regions,
                               settings.account_max_queues)
         holder.append(queues)
         move_tasks = MoveTaskService(
@@ -278,7 +300,11 @@ class Runtime:
 
     def _throttle_of(self, region: str) -> Throttle | None:
         """The buckets of the region a request is signed for; None when that region is
-        not served now (the request is then refused by the protocol, as before)."""
+        not served now (the request is then refused by the protocol, as before), or is a
+        client region not opened yet (only an authenticated request opens one)."""
+        if region and region not in self.settings.all_regions and (
+                region not in self.client_regions.opened):
+            return None
         try:
             return self.services_for_request(region).throttle
         except Exception:  # noqa: BLE001 - a bad or downed region: the action answers it
@@ -335,6 +361,7 @@ class Runtime:
             self._epochs = {}
             self._push = {}
             self.sign_in_limits = SignInLimits()
+            self.client_regions = ClientRegions()
 
     @property
     def clock(self) -> Clock:

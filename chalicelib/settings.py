@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from chalicelib.domain.destinations import parse_networks
+from chalicelib.settings_regions import regional_settings
 
 # Fair share with DMQ_AUTH=required, unless set (docs/throttling.md): each account's
 # request rate, and how many of its requests one process serves at once.
@@ -152,6 +153,10 @@ class Settings:
     sse_key_file: str | None = None
     sse_managed_key_id: str = "dmq/sse-sqs"
     kms_endpoint: str | None = None
+    # Regions and queue URLs (chalicelib/settings_regions.py): serve any region a client
+    # signs for (None: unset, the local server turns it on), the queue URLs' fixed form.
+    any_region: bool | None = None
+    public_url: str | None = None
 
     @property
     def sse_key_path(self) -> str | None:
@@ -206,7 +211,12 @@ class Settings:
         queues_arn = f"arn:aws:dynamodb:{region}:000000000000:table/{queues_table}/stream/local"
         regions = _names(env.get("DMQ_REGIONS", ""), (region,))
         on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
+        try:
+            regional = regional_settings(env, on_lambda)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
         return cls(
+            **regional,
             account_id=env.get("DMQ_ACCOUNT_ID", base.account_id),
             region=region,
             dynamodb_endpoint=env.get("DMQ_DYNAMODB_ENDPOINT") or None,

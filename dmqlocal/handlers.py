@@ -15,6 +15,7 @@ HEARTBEAT_SCHEDULE = "region_heartbeat"  # the app's heartbeat and failover hand
 HEARTBEATS_PER_FAILOVER = 3
 MOVE_TASKS_SCHEDULE = "advance_move_tasks"  # the app's message move task handler
 MOVE_TASKS_PERIOD_S = 1.0  # locally it steps the tasks every second (each run one pass)
+MOVE_TASKS_IDLE_S = 15.0  # while none runs: a task another process started waits this long
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class ScheduleBinding:
     name: str
     handler: LambdaHandler
     period_s: float
+    # While `busy()` is false the handler runs every `idle_period_s` instead (None: always
+    # `period_s`), and at the next tick after a request reaches the server.
+    idle_period_s: float | None = None
+    busy: Callable[[], bool] | None = None
 
 
 def _resolve(handler_string: str) -> LambdaHandler:
@@ -89,17 +94,22 @@ def schedule_bindings(app: Chalice) -> list[ScheduleBinding]:
     ]
 
 
-def local_schedule_bindings(app: Chalice, failover_after_s: float,
-                            scale: float = 1.0) -> list[ScheduleBinding]:
+def local_schedule_bindings(app: Chalice, failover_after_s: float, scale: float = 1.0,
+                            moves_busy: Callable[[], bool] | None = None,
+                            ) -> list[ScheduleBinding]:
     """The schedule handlers the local scheduler runs: the heartbeat and failover pass
     runs at least HEARTBEATS_PER_FAILOVER times per failover time (the scheduler scales
     periods by `scale`), so a region marked down is replaced about one failover time
     later instead of at the next minute's tick. On AWS the schedule's one minute is the
     least EventBridge allows, and the default failover time is three of them. The move
     task handler runs every second, so that a redrive moves at its rate (on AWS each
-    minute's run steps the tasks for `DMQ_MOVE_TASK_RUN_S`)."""
+    minute's run steps the tasks for `DMQ_MOVE_TASK_RUN_S`). With `moves_busy` (whether
+    the last pass found a task running), it runs every MOVE_TASKS_IDLE_S while none does,
+    and within a second of a request to the server (which may have started one)."""
     beat_s = failover_after_s / HEARTBEATS_PER_FAILOVER / (scale or 1.0)
     moves_s = MOVE_TASKS_PERIOD_S / (scale or 1.0)
+    idle_s = MOVE_TASKS_IDLE_S / (scale or 1.0) if moves_busy is not None else None
     return [replace(b, period_s=min(b.period_s, beat_s)) if b.name == HEARTBEAT_SCHEDULE
-            else replace(b, period_s=min(b.period_s, moves_s)) if b.name == MOVE_TASKS_SCHEDULE
+            else replace(b, period_s=min(b.period_s, moves_s), idle_period_s=idle_s,
+                         busy=moves_busy) if b.name == MOVE_TASKS_SCHEDULE
             else b for b in schedule_bindings(app)]

@@ -63,6 +63,11 @@ class StreamPump:
     (at least once), while the other handlers of the same stream go on; reading pauses
     only when a failing handler holds `MAX_PENDING` records. The last record each
     handler took is checkpointed per shard, so a new pump resumes after it.
+
+    While the streams are quiet, the pause between passes doubles from `interval_s` up
+    to `idle_cap_s` (an idle pump makes about one GetRecords per shard per cap); the
+    first records, `wake()` (a request reached the server) or `wait_caught_up` bring it
+    back to `interval_s` at once.
     """
 
     MAX_PENDING = 10_000
@@ -70,11 +75,13 @@ class StreamPump:
     NO_STREAM_RETRY_S = 5.0
     BACKOFF_MIN_S = 0.2
     BACKOFF_MAX_S = 10.0
+    IDLE_CAP_S = 1.0  # the longest pause between two passes over quiet streams
 
     def __init__(
         self, dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient,
         bindings: list[StreamBinding], region: str, interval_s: float = 0.2,
         health: RegionHealth | None = None, checkpoint_dir: Path | str | None = None,
+        idle_cap_s: float | None = None,
     ) -> None:
         self._health = health or RegionHealth()
         self._dynamodb = dynamodb
@@ -86,6 +93,8 @@ class StreamPump:
             self._tables.setdefault(binding.table, []).append(index)
         self._region = region
         self._interval = interval_s
+        self._idle_cap = max(interval_s, self.IDLE_CAP_S if idle_cap_s is None else idle_cap_s)
+        self._wake = threading.Event()
         self._checkpoints = Checkpoints(checkpoint_dir)
         self._by_table: dict[str, _Stream] = {}
         self._stop = threading.Event()
@@ -103,18 +112,30 @@ class StreamPump:
     def stop(self) -> None:
         """Stop polling after the current batch."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
 
+    def wake(self) -> None:
+        """Poll again now, and at the fast pace until the streams are quiet again."""
+        self._wake.set()
+
     def _run(self) -> None:
+        pause = self._interval
         while not self._stop.is_set():
             try:
                 moved = self.poll_once()
             except Exception:
                 logger.exception("stream poll failed")
                 moved = 0
-            if not moved:
-                self._stop.wait(self._interval)
+            if moved:
+                pause = self._interval
+                continue
+            if self._wake.wait(pause) or self._retrying():
+                self._wake.clear()
+                pause = self._interval  # woken, or a handler's retry is due soon
+            else:
+                pause = min(pause * 2, self._idle_cap)
 
     def poll_once(self) -> int:
         """One pass over every shard of every bound stream; return records handled.
@@ -284,6 +305,8 @@ class StreamPump:
         such as replication, does not count). False if that takes longer than
         `timeout_s`."""
         deadline = time.monotonic() + timeout_s
+        if self._idle_since <= since:
+            self.wake()  # no need to wait out an idle pause
         with self._idle:
             while self._idle_since <= since:
                 remaining = deadline - time.monotonic()

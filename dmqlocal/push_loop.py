@@ -10,6 +10,7 @@ from chalicelib.runtime import Runtime
 
 logger = logging.getLogger("dmq.push")
 RUN_S = 60.0  # a run reads the subscriptions again every few seconds; this bounds one run
+IDLE_REFRESH_S = 15.0  # with no subscription: how often they are read again (or on a request)
 
 
 class PushLoop:
@@ -29,6 +30,14 @@ class PushLoop:
             self._threads.append(thread)
             thread.start()
 
+    def wake(self) -> None:
+        """A request reached the server: read the subscriptions again now."""
+        for region in self._regions:
+            try:
+                self._runtime.push(region).wake()
+            except Exception:
+                logger.debug("push delivery in %s not woken", region, exc_info=True)
+
     def stop(self) -> None:
         """Stop: the workers deliver the batch in hand, then give back their slots."""
         self._stop.set()
@@ -39,7 +48,7 @@ class PushLoop:
         while not self._stop.is_set():
             try:
                 if self._runtime.health.up(region):
-                    self._runtime.push(region).run(RUN_S, self._stop)
+                    self._runtime.push(region).run(RUN_S, self._stop, IDLE_REFRESH_S)
                 else:
                     self._stop.wait(1.0)
             except Exception:

@@ -9,6 +9,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from chalice import Chalice
 
@@ -17,6 +18,7 @@ from chalicelib.clock import SystemClock
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal import chaos, counting, export_route, metrics_access, region_simulation
+from dmqlocal.activity import Activity
 from dmqlocal.dynamodb_local import DynamoDBLocal, StartCancelledError
 from dmqlocal.export_increments import IncrementalExporter
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
@@ -34,6 +36,7 @@ from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.table_watch import RegionTables, TableWatch
+from dmqlocal.ttl_sweep import PERIOD_S as SWEEP_PERIOD_S
 from dmqlocal.ttl_sweep import sweep_binding
 from infra import provision
 
@@ -60,6 +63,19 @@ class LocalOptions:
     cancelled: Callable[[], bool] = field(default=lambda: False)
 
 
+@dataclass
+class _ClientSetup:
+    """What opening a client region reuses of the start: the settings, the stream
+    bindings (not the queues table's: a client region replicates nowhere), the data
+    folder, the export targets, and how many sweeps the configured regions have."""
+
+    settings: Settings
+    bindings: list[StreamBinding]
+    data_dir: Path
+    targets: list[ExportTarget]
+    sweeps_before: int
+
+
 class LocalDmq:
     """Starts and stops everything `make run` runs, in one process."""
 
@@ -74,12 +90,15 @@ class LocalDmq:
         self.exporter: PeriodicExporter | None = None
         self.table_watch: TableWatch | None = None
         self._watched: list[RegionTables] = []
+        self._watched_clients: list[object] = []  # told of missing tables: the watch checks
+        self.activity = Activity()  # requests wake the idle background loops
         self.chaos: chaos.FaultInjector | None = None
         self.push_loop: PushLoop | None = None
         self._sweeps: list[ScheduleBinding] = []  # TTL for request records (ttl_sweep.py)
         self._hurried = False
         self._dynamodb_local: DynamoDBLocal | None = None  # kept for reports after the stop
         self.metrics: MetricsEndpoint | None = None  # GET /metrics (dmqlocal/metrics_access.py)
+        self._client_setup: _ClientSetup | None = None  # how client regions are opened
 
     @property
     def store_kind(self) -> StoreKind:
@@ -102,8 +121,10 @@ class LocalDmq:
         """Start the store, create the tables, then serve; return the endpoint URL."""
         # One process serves every region of the deployment (DMQ_REGIONS).
         data_dir = self.options.settings.data_dir or self.options.data_dir
+        # ... and, unless DMQ_ANY_REGION=off, any region a client signs for.
         settings = replace(self.options.settings,
-                           hosted_regions=self.options.settings.all_regions, data_dir=data_dir)
+                           hosted_regions=self.options.settings.all_regions, data_dir=data_dir,
+                           any_region=self.options.settings.any_region is not False)
         self._store = LocalStore(self.store_kind, Path(data_dir or ".dmq"),
                                  self.options.on_store_exit, self.options.sync_every_write,
                                  self.options.cancelled)
@@ -124,13 +145,19 @@ class LocalDmq:
         for region in settings.all_regions:
             targets += self._prepare_region(settings, region, bindings, Path(data_dir or ".dmq"))
             self._check_cancelled()
+        self._client_setup = _ClientSetup(
+            settings, [b for b in bindings if b.table != settings.queues_table],
+            Path(data_dir or ".dmq"), targets, len(self._sweeps))
+        self._sweeps.append(ScheduleBinding("sweep_request_records_client_regions",
+                                            self._sweep_client_regions, SWEEP_PERIOD_S))
         if settings.data_dir:
             self.exporter = PeriodicExporter(
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),
                 settings.export_interval_s, increments, self._archive_caught_up)
         self.scheduler = Scheduler(
             local_schedule_bindings(self._app, settings.failover_after_s,
-                                    self.options.schedule_scale) + self._sweeps,
+                                    self.options.schedule_scale, self._moves_busy)
+            + self._sweeps,
             self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)
@@ -144,16 +171,24 @@ class LocalDmq:
                                   {**counting.routes(counter), **chaos.routes(self.chaos)},
                                   HttpLimits.of(settings), self.options.tls,
                                   self.options.listener, settings.trusted_proxies,
-                                  FrontDoor(self._runtime))
+                                  self.activity.gate(FrontDoor(self._runtime)))
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
+        for client in [*self._watched_clients,
+                       *(self._runtime.backend(r).clients.dynamodb for r in settings.all_regions)]:
+            self.table_watch.watch(client)
         for pump in self.pumps:
             pump.start()
+            self.activity.subscribe(pump.wake)
         self.table_watch.start()
         self.scheduler.start()
+        self.activity.subscribe(self.scheduler.wake)
         self.push_loop = PushLoop(self._runtime, settings.all_regions)
+        self.activity.subscribe(self.push_loop.wake)
         self.push_loop.start()
         if self.exporter is not None:
             self.exporter.start()
+        self._runtime.open_client_regions(self._open_client_region if settings.any_region
+                                          else None)
         self.server.start()
         return self.server.url
 
@@ -191,12 +226,43 @@ class LocalDmq:
         # DynamoDB Local's stream ARNs do not name theirs); the memory store starts afresh.
         checkpoints = (None if self.store_kind is StoreKind.MEMORY
                        else data_dir / "checkpoints" / region)
+        self._watched_clients += [clients.dynamodb, clients.streams]
         self.pumps.append(StreamPump(clients.dynamodb, clients.streams, bindings, region,
                                      self.options.pump_interval_s, self._runtime.health,
                                      checkpoint_dir=checkpoints))
         return [ExportTarget(region, table, clients.dynamodb, settings.control_table)
                 for table in (settings.queues_table,
                               *(settings.cluster_table(c) for c in settings.clusters))]
+
+    def _moves_busy(self) -> bool:
+        """Whether the last move task pass of a region found a task running."""
+        return any(self._moves_seen(r) for r in self.options.settings.all_regions)
+
+    def _moves_seen(self, region: str) -> bool:
+        try:
+            return bool(self._runtime.services_for(region).move_tasks.running_seen)
+        except Exception:  # noqa: BLE001 - a region marked down runs no task here
+            return False
+
+    def _open_client_region(self, region: str) -> None:
+        """Open a region a client signed for (any region is served): its tables, stream
+        pump, request-record sweep and exports, as a configured region gets at start.
+        The runtime calls it once per region, under its lock."""
+        setup = self._client_setup
+        if setup is None or self.scheduler is None:
+            raise RuntimeError("DMQ is not serving")
+        setup.targets += self._prepare_region(setup.settings, region, setup.bindings,
+                                              setup.data_dir)
+        pump = self.pumps[-1]
+        pump.start()
+        self.activity.subscribe(pump.wake)
+
+    def _sweep_client_regions(self, event: Any, context: Any) -> None:
+        """The request-record sweeps of the client regions opened so far."""
+        setup = self._client_setup
+        for sweep in self._sweeps[setup.sweeps_before:] if setup is not None else ():
+            if sweep.handler != self._sweep_client_regions:
+                sweep.handler(event, context)
 
     def _archive_caught_up(self, since: float, timeout_s: float) -> bool:
         return all(p.wait_caught_up(since, timeout_s) for p in self.pumps)
@@ -244,6 +310,7 @@ class LocalDmq:
         With the store gone, nothing is exported."""
         if self.server is not None:
             self.server.stop()
+        self._runtime.client_regions.close()  # waits for an opening under way
         if self.exporter is not None:
             self.exporter.stop(final_export=store_alive)
             self.exporter = None

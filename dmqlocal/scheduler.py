@@ -24,14 +24,26 @@ def scheduled_event(name: str) -> dict[str, object]:
 
 
 class Scheduler:
-    """Runs each binding every `period_s * scale` seconds in one background thread."""
+    """Runs each binding every `period_s * scale` seconds in one background thread; a
+    binding with an idle period runs that rarely while it is not busy, until `wake()`."""
 
     def __init__(self, bindings: list[ScheduleBinding], scale: float = 1.0) -> None:
         self._bindings = bindings
         self._scale = scale
         self._stop = threading.Event()
+        self._woken = threading.Event()
         self._thread: threading.Thread | None = None
         self.runs = 0
+
+    def wake(self) -> None:
+        """A request reached the server: run the idle bindings at the next tick."""
+        self._woken.set()
+
+    def _period(self, binding: ScheduleBinding) -> float:
+        idle = binding.idle_period_s is not None and binding.busy is not None \
+            and not binding.busy()
+        period = binding.idle_period_s if idle and binding.idle_period_s else binding.period_s
+        return period * self._scale
 
     def start(self) -> None:
         """Start the timer thread."""
@@ -60,7 +72,12 @@ class Scheduler:
         due = {b.name: time.monotonic() + b.period_s * self._scale for b in self._bindings}
         while not self._stop.wait(0.5):
             now = time.monotonic()
+            woken = self._woken.is_set()
+            self._woken.clear()
             for binding in self._bindings:
+                if woken and binding.idle_period_s is not None:
+                    due[binding.name] = min(due[binding.name],
+                                            now + binding.period_s * self._scale)
                 if now >= due[binding.name]:
-                    due[binding.name] = now + binding.period_s * self._scale
                     self._invoke(binding)
+                    due[binding.name] = now + self._period(binding)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.dynamo_batches import write_some
 from dmqlocal.handlers import ScheduleBinding
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ logger = logging.getLogger("dmq.local")
 PREFIX = "request#"
 PERIOD_S = 60.0
 MAX_PAGES = 20  # per pass; what is left waits for the next pass
-BATCH = 25  # BatchWriteItem's limit
 
 
 def sweep_expired_records(dynamodb: DynamoDBClient, table: str, now_s: int,
@@ -41,19 +41,13 @@ def sweep_expired_records(dynamodb: DynamoDBClient, table: str, now_s: int,
             kwargs["ExclusiveStartKey"] = start
         page = dynamodb.scan(**kwargs)
         keys = [{"key": item["key"]} for item in page.get("Items", [])]
-        for i in range(0, len(keys), BATCH):
-            _delete(dynamodb, table, keys[i:i + BATCH])
-        deleted += len(keys)
+        # What stays unprocessed waits for the next pass: partial on purpose.
+        left = write_some(dynamodb, table, [{"DeleteRequest": {"Key": k}} for k in keys])
+        deleted += len(keys) - len(left)
         start = page.get("LastEvaluatedKey")
         if not start:
             break
     return deleted
-
-
-def _delete(dynamodb: DynamoDBClient, table: str, keys: list[dict[str, Any]]) -> None:
-    """Delete a batch; what comes back unprocessed waits for the next pass."""
-    dynamodb.batch_write_item(RequestItems={
-        table: [{"DeleteRequest": {"Key": key}} for key in keys]})
 
 
 def sweep_binding(region: str, dynamodb: DynamoDBClient, table: str,

@@ -63,7 +63,7 @@ def _once(svc: Services, ctx: RequestContext, queue: QueueRecord, action: str, p
 
 def send_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """SendMessage."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     if p.raw("MessageBody") is None:
         p.required_str("MessageBody")
     request = _send_request(p, trace_header=ctx.trace_header)
@@ -73,7 +73,7 @@ def send_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
 
 def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """SendMessageBatch."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     entries = batch_entries(p, "SendMessageBatchRequestEntry")
     requests = [_send_request(e, e.required_str("Id"), ctx.trace_header) for e in entries]
 
@@ -102,7 +102,7 @@ def _bounded(p: Params, name: str, low: int, high: int) -> int | None:
 
 def receive_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """ReceiveMessage."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     max_messages = _bounded(p, "MaxNumberOfMessages", 1, 10) or 1
     visibility = _bounded(p, "VisibilityTimeout", 0, 43_200)
     wait = _bounded(p, "WaitTimeSeconds", 0, 20)
@@ -111,8 +111,9 @@ def receive_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     if not received:
         return {}
     # MessageSystemAttributeNames replaces the older AttributeNames: when both are given,
-    # the newer one decides.
-    system = set(p.str_list("MessageSystemAttributeNames") or p.str_list("AttributeNames"))
+    # the newer one decides. Names are read without surrounding whitespace.
+    system = {n.strip() for n in
+              p.str_list("MessageSystemAttributeNames") or p.str_list("AttributeNames")}
     wanted = p.str_list("MessageAttributeNames")
     return {"Messages": [_received(r, system, wanted) for r in received]}
 
@@ -179,7 +180,7 @@ def _received(received: Received, system: set[str], wanted: list[str]) -> Respon
 
 def delete_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """DeleteMessage."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     _, failures = svc.messages.delete(queue, [HandleEntry("", p.required_str("ReceiptHandle"))])
     _raise_single(failures)
     return {}
@@ -187,7 +188,7 @@ def delete_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
 
 def delete_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """DeleteMessageBatch."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     entries = [
         HandleEntry(e.required_str("Id"), e.required_str("ReceiptHandle"))
         for e in batch_entries(p, "DeleteMessageBatchRequestEntry")
@@ -205,7 +206,7 @@ def _visibility_timeout(p: Params) -> int:
 
 def change_message_visibility(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """ChangeMessageVisibility."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     entry = HandleEntry("", p.required_str("ReceiptHandle"), _visibility_timeout(p))
     _, failures = svc.messages.change_visibility(queue, [entry])
     _raise_single(failures)
@@ -214,7 +215,7 @@ def change_message_visibility(svc: Services, ctx: RequestContext, p: Params) -> 
 
 def change_message_visibility_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """ChangeMessageVisibilityBatch."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     entries = [
         HandleEntry(e.required_str("Id"), e.required_str("ReceiptHandle"), _visibility_timeout(e))
         for e in batch_entries(p, "ChangeMessageVisibilityBatchRequestEntry")

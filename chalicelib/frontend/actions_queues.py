@@ -10,7 +10,6 @@ from chalicelib.frontend.context import (
     MAX_QUEUE_NAME,
     RequestContext,
     could_be_queue,
-    parse_queue_url,
 )
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
@@ -19,10 +18,11 @@ from chalicelib.service.exceptions import InvalidParameterValueError, QueueDoesN
 Response = dict[str, Any]
 
 
-def queue_of(svc: Services, p: Params) -> QueueRecord:
-    """The active queue named by the QueueUrl parameter."""
-    account, name = parse_queue_url(p.required_str("QueueUrl"))
-    return svc.queues.get(account, name)
+def queue_of(svc: Services, ctx: RequestContext, p: Params) -> QueueRecord:
+    """The active queue named by the QueueUrl parameter (as the adapter parsed it; a
+    bare queue name is in the caller's account)."""
+    p.required_str("QueueUrl")
+    return svc.queues.get(*ctx.queue_parts())
 
 
 def create_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
@@ -73,25 +73,25 @@ def list_queues(svc: Services, ctx: RequestContext, p: Params) -> Response:
 
 def delete_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """DeleteQueue."""
-    svc.queues.delete(queue_of(svc, p))
+    svc.queues.delete(queue_of(svc, ctx, p))
     return {}
 
 
 def purge_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """PurgeQueue."""
-    svc.queues.purge(queue_of(svc, p))
+    svc.queues.purge(queue_of(svc, ctx, p))
     return {}
 
 
 def get_queue_attributes(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """GetQueueAttributes."""
-    values = svc.queues.get_attributes(queue_of(svc, p), p.str_list("AttributeNames"))
+    values = svc.queues.get_attributes(queue_of(svc, ctx, p), p.str_list("AttributeNames"))
     return {"Attributes": values} if values else {}
 
 
 def set_queue_attributes(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """SetQueueAttributes."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     if p.raw("Attributes") is None:
         p.required_str("Attributes")
     svc.queues.set_attributes(queue, p.str_map("Attributes"))
@@ -100,7 +100,7 @@ def set_queue_attributes(svc: Services, ctx: RequestContext, p: Params) -> Respo
 
 def add_permission(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """AddPermission."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     label = p.required_str("Label")
     if p.raw("AWSAccountIds") is None:
         p.required_str("AWSAccountIds")
@@ -110,14 +110,14 @@ def add_permission(svc: Services, ctx: RequestContext, p: Params) -> Response:
 
 def remove_permission(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """RemovePermission."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     svc.queues.remove_permission(queue, p.required_str("Label"))
     return {}
 
 
 def tag_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """TagQueue."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     if p.raw("Tags") is None:
         p.required_str("Tags")
     svc.queues.tag(queue, p.str_map("Tags"))
@@ -126,7 +126,7 @@ def tag_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
 
 def untag_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """UntagQueue."""
-    queue = queue_of(svc, p)
+    queue = queue_of(svc, ctx, p)
     if p.raw("TagKeys") is None:
         p.required_str("TagKeys")
     svc.queues.untag(queue, p.str_list("TagKeys"))
@@ -135,13 +135,13 @@ def untag_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
 
 def list_queue_tags(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """ListQueueTags."""
-    tags = queue_of(svc, p).tags
+    tags = queue_of(svc, ctx, p).tags
     return {"Tags": tags} if tags else {}
 
 
 def list_dead_letter_source_queues(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """ListDeadLetterSourceQueues, paged like ListQueues."""
-    sources = sorted(svc.queues.dead_letter_sources(queue_of(svc, p)), key=lambda r: r.name)
+    sources = sorted(svc.queues.dead_letter_sources(queue_of(svc, ctx, p)), key=lambda r: r.name)
     max_results = p.optional_int("MaxResults")
     if max_results is not None and not 1 <= max_results <= 1000:
         raise InvalidParameterValueError(

@@ -18,7 +18,7 @@ from typing import Any
 from chalicelib.domain import policy
 from chalicelib.domain.move_tasks import decode_handle
 from chalicelib.domain.queues import QueueStatus, parse_queue_arn, queue_arn, queue_id_of
-from chalicelib.frontend.context import RequestContext, could_be_queue, parse_queue_url
+from chalicelib.frontend.context import RequestContext, could_be_queue
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
 from chalicelib.frontend.sigv4 import SignedRequest, access_key_of, parse, verify
@@ -85,13 +85,7 @@ def _target(context: RequestContext, action: str, params: Params) -> tuple[str, 
         if isinstance(owner, str) and isinstance(name, str) and could_be_queue(owner, name):
             return owner, name
         return None  # the action refuses what names no queue, without a store read
-    url = params.raw("QueueUrl")
-    if not isinstance(url, str):
-        return None
-    try:
-        return parse_queue_url(url)
-    except QueueDoesNotExistError:
-        return None
+    return context.queue_parts_or_none()  # the QueueUrl, as the adapter parsed it
 
 
 def _facts(caller: Caller, context: RequestContext) -> dict[str, Any]:

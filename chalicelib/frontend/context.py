@@ -5,19 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
+from chalicelib.frontend.queue_urls import QueueTarget, could_be_queue, is_region
 from chalicelib.service.exceptions import QueueDoesNotExistError, SignatureDoesNotMatchError
 from chalicelib.service.identity import Caller
 
-_CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
-# What a queue name and an account id can be; anything else names no queue, and is never
-# looked up (DynamoDB refuses keys over 2 KB: a huge name would be a store fault, a 503).
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?")
-_ACCOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}")
+__all__ = ["RequestContext", "context_from_headers", "could_be_queue", "region_from_headers"]
+
+# The region of the credential scope, whatever it holds (its shape is checked apart).
+_CREDENTIAL = re.compile(r"Credential=[^/,\s]+/\d{8}/([^/,\s]*)/")
 # The SDKs' amz-sdk-invocation-id is a UUID; anything else is not one of theirs.
 _INVOCATION_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 MAX_QUEUE_NAME = 85
+# A Host header DMQ puts into the queue URLs it returns: a name or an address, a port.
+_HOST = re.compile(r"(?:[A-Za-z0-9_.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
 
 
 @dataclass(frozen=True)
@@ -34,28 +35,51 @@ class RequestContext:
     # The SDK's amz-sdk-invocation-id: the same across the retries of one call (request
     # deduplication of sends to standard queues, docs/request-dedup.md).
     invocation_id: str | None = None
+    # The queue the request's QueueUrl names, parsed once by the protocol adapter (None:
+    # it names none, or none well; `queue_parts` then refuses it).
+    queue: QueueTarget | None = None
 
     def queue_url(self, account: str, name: str) -> str:
         """`<scheme>://<host>/<account>/<name>`."""
         return f"{self.base_url}/{account}/{name}"
 
+    def queue_parts(self) -> tuple[str, str]:
+        """(account, name) the QueueUrl names, a bare name in the caller's account;
+        QueueDoesNotExist when it names none well."""
+        if self.queue is None:
+            raise QueueDoesNotExistError()
+        return self.queue.parts(self.account)
 
-def region_from_headers(headers: Mapping[str, str], default: str) -> str:
-    """The region in the SigV4 credential scope, or the default when unsigned."""
+    def queue_parts_or_none(self) -> tuple[str, str] | None:
+        """(account, name) the QueueUrl names, or None."""
+        return self.queue.parts(self.account) if self.queue is not None else None
+
+
+def region_from_headers(headers: Mapping[str, str], default: str,
+                        query: Mapping[str, str] | None = None) -> str:
+    """The region in the SigV4 credential scope (of the Authorization header, else of a
+    presigned request's X-Amz-Credential in `query`), or the default when unsigned."""
     match = _CREDENTIAL.search(headers.get("authorization", ""))
-    return match.group(1) if match else default
+    if match is None and query is not None and query.get("X-Amz-Credential"):
+        match = _CREDENTIAL.search(f"Credential={query['X-Amz-Credential']}/")
+    return match.group(1) if match and match.group(1) else default
 
 
-def check_signed_region(region: str, served: Collection[str]) -> None:
+def check_signed_region(region: str, served: Collection[str], any_region: bool = False) -> None:
     """A request signed for a region must be signed for one this deployment serves (an
-    unsigned request, region "", goes to the default region). Otherwise it is refused as
-    AWS refuses a credential scoped to a region the endpoint does not serve, rather than
-    served somewhere the caller did not ask for."""
-    if region and region not in served:
+    unsigned request, region "", goes to the default region), or, where any region is
+    served (the local server), for one shaped as a region name. Otherwise it is refused
+    as AWS refuses a credential scoped to a region the endpoint does not serve, rather
+    than served somewhere the caller did not ask for."""
+    if not region or region in served or (any_region and is_region(region)):
+        return
+    shown = region[:64]
+    if any_region:
         raise SignatureDoesNotMatchError(
-            f"Credential should be scoped to a valid region, not '{region}'. This DMQ "
-            f"serves {', '.join(served)} (DMQ_REGIONS)."
-        )
+            f"Credential should be scoped to a valid region, not '{shown}'. ")
+    raise SignatureDoesNotMatchError(
+        f"Credential should be scoped to a valid region, not '{shown}'. This DMQ "
+        f"serves {', '.join(served)} (DMQ_REGIONS).")
 
 
 def trace_header_from_headers(headers: Mapping[str, str]) -> str | None:
@@ -65,19 +89,25 @@ def trace_header_from_headers(headers: Mapping[str, str]) -> str | None:
 
 
 def context_from_headers(headers: Mapping[str, str], account: str, region: str,
-                         caller: Caller | None = None, secure: bool = False) -> RequestContext:
-    """The context of a request (headers with lower-case names) to a deployment whose
-    account and default region are given: the same for every protocol. With a caller,
-    the account is the caller's (from its credential, never from the URL). `secure` says
-    the request came over TLS, as its transport establishes it (`transport.py`), never
-    as a header of the client's says."""
+                         caller: Caller | None = None, secure: bool = False,
+                         queue: QueueTarget | None = None,
+                         public_url: str | None = None, host: str = "") -> RequestContext:
+    """The context of a request (headers with lower-case names) served in `region`, for
+    a deployment whose account is given: the same for every protocol. With a caller, the
+    account is the caller's (from its credential, never from the URL). `secure` says the
+    request came over TLS, as its transport establishes it (`transport.py`), never as a
+    header of the client's says. `queue` is what its QueueUrl names; `public_url` the
+    fixed form of the queue URLs DMQ returns (DMQ_PUBLIC_URL), if one is set; `host` the
+    host a trusted proxy says the client used (else its Host header counts)."""
     return RequestContext(
         account=caller.account if caller is not None else account,
-        region=region_from_headers(headers, region),
-        base_url=base_url_from_headers(headers, secure),
+        region=region,
+        base_url=(public_base_url(public_url, region) if public_url
+                  else base_url_from_headers(headers, secure, host)),
         trace_header=trace_header_from_headers(headers),
         caller=caller,
         invocation_id=invocation_id_from_headers(headers),
+        queue=queue,
     )
 
 
@@ -87,24 +117,17 @@ def invocation_id_from_headers(headers: Mapping[str, str]) -> str | None:
     return value if _INVOCATION_ID.fullmatch(value) else None
 
 
-def base_url_from_headers(headers: Mapping[str, str], secure: bool = False) -> str:
-    """Scheme (https when the transport is TLS) and host the client used."""
-    host = headers.get("host", "localhost")
+def base_url_from_headers(headers: Mapping[str, str], secure: bool = False,
+                          host: str = "") -> str:
+    """Scheme (https when the transport is TLS) and the host and port the client used
+    (`host` when a trusted proxy named it, else the Host header; `localhost` when there
+    is none, or one that is not a host name or address with an optional port)."""
+    host = (host or headers.get("host", "")).strip()
+    if not _HOST.fullmatch(host):
+        host = "localhost"
     return f"{'https' if secure else 'http'}://{host}"
 
 
-def could_be_queue(account: str, name: str) -> bool:
-    """True when an account id and a queue name are shaped as they can be."""
-    return bool(_ACCOUNT.fullmatch(account) and _QUEUE_NAME.fullmatch(name))
-
-
-def parse_queue_url(url: str) -> tuple[str, str]:
-    """(account, name) from a queue URL; anything else is QueueDoesNotExist."""
-    try:
-        path = urlparse(url).path if "://" in url else url
-    except ValueError as exc:  # e.g. a malformed IPv6 host
-        raise QueueDoesNotExistError() from exc
-    parts = [p for p in path.split("/") if p]
-    if len(parts) < 2 or not could_be_queue(parts[-2], parts[-1]):
-        raise QueueDoesNotExistError()
-    return parts[-2], parts[-1]
+def public_base_url(public_url: str, region: str) -> str:
+    """The fixed form of queue URLs (DMQ_PUBLIC_URL), its `{region}` filled in."""
+    return public_url.replace("{region}", region).rstrip("/")

@@ -7,8 +7,8 @@ import base64
 import binascii
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlparse
 
+from chalicelib.frontend.queue_urls import queue_of_request
 from chalicelib.service.exceptions import SqsError
 from chalicelib.service.text import utf8_length
 from chalicelib.service.usage import DENIED, OK
@@ -24,15 +24,17 @@ def outcome_of(error: SqsError | None) -> str:
 
 
 def queue_of(data: Mapping[str, Any]) -> str:
-    """The queue a request names (`<account>/<name>`): its QueueUrl, or QueueName, or ''."""
+    """The queue a request names (`<account>/<name>`): its QueueUrl, or QueueName, or ''.
+    A bare queue name is given as it is (usage records put it in the caller's account)."""
+    return queue_of_request(data.get("QueueUrl"), data.get("QueueName"))
+
+
+def queue_named(data: Mapping[str, Any], parsed: tuple[str, str] | None) -> str:
+    """`queue_of` from the adapter's one parse of the QueueUrl: `parsed` is what it named
+    (None: nothing well)."""
     url = data.get("QueueUrl")
     if isinstance(url, str) and url:
-        try:
-            path = urlparse(url).path if "://" in url else url
-        except ValueError:  # not a URL (an unclosed IPv6 bracket): it names no queue
-            return ""
-        parts = [p for p in path.split("/") if p]
-        return "/".join(parts[-2:])
+        return "/".join(parsed) if parsed is not None else ""
     name = data.get("QueueName")
     return name if isinstance(name, str) else ""
 

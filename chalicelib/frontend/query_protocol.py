@@ -19,16 +19,22 @@ from chalicelib.frontend import query_input, query_output
 from chalicelib.frontend.context import (
     base_url_from_headers,
     context_from_headers,
-    could_be_queue,
     region_from_headers,
 )
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.json_protocol import HttpResponse, Meter, meter_request
-from chalicelib.frontend.metering import outcome_of
+from chalicelib.frontend.metering import outcome_of, queue_named
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.query_model import operation
 from chalicelib.frontend.query_names import QUERY_VERSION
+from chalicelib.frontend.queue_urls import (
+    QueueTarget,
+    named_queue,
+    queue_of_request,
+    services_for_queue,
+    target_of_path,
+)
 from chalicelib.frontend.routing import route
 from chalicelib.frontend.services import Services
 from chalicelib.frontend.sts import default_caller, is_sts, sts_response
@@ -107,61 +113,58 @@ def log_keys(request: QueryRequest, default_account: str) -> dict[str, str]:
     form: dict[str, str] = {}
     for key, value in parse_qsl(text, keep_blank_values=True) + request.query:
         form.setdefault(key, value)
-    url = form.get("QueueUrl") or request.path
-    parts = [p for p in url.split("?", 1)[0].split("/") if p]
-    account, queue = (parts[-2], parts[-1]) if len(parts) >= 2 else (
-        default_account, form.get("QueueName", ""))
-    return {"action": form.get("Action", ""), "account": account, "queue": queue}
-
-
-def queue_url_of_path(base_url: str, path: str) -> str | None:
-    """The queue URL a request reached (`/<account>/<name>`), or None at `/`."""
-    parts = [p for p in path.split("?", 1)[0].split("/") if p]
-    if len(parts) == 2 and could_be_queue(parts[0], parts[1]):
-        return f"{base_url}/{parts[0]}/{parts[1]}"
-    return None
+    named = queue_of_request(form.get("QueueUrl") or request.path, form.get("QueueName"),
+                             default_account)
+    account, _, queue = named.rpartition("/")
+    return {"action": form.get("Action", ""), "account": account or default_account,
+            "queue": queue}
 
 
 def handle(
     services_for: Callable[[str], Services], request: QueryRequest, meter: Meter | None = None,
-    authenticate: Callable[[], Caller] | None = None, secure: bool = False,
+    authenticate: Callable[[], Caller] | None = None, secure: bool = False, host: str = "",
 ) -> HttpResponse:
     """Serve one Query request: decode, dispatch, write XML; every failure is an SQS
     error in XML. Metered as the JSON protocol meters; `secure` as it takes it."""
     request_id = str(uuid.uuid4())
     lowered = {k.lower(): v for k, v in request.headers.items()}
-    action, params, account = "", Params({}), ""
+    action, params, account, queue = "", Params({}), "", None
     try:
         caller = authenticate() if authenticate is not None else None
         account = caller.account if caller is not None else ""
         pairs = form_pairs(request)
+        signed_region = region_from_headers(lowered, "", dict(request.query))
         if is_sts(pairs):  # STS GetCallerIdentity, answered on the same endpoint
-            services = services_for(region_from_headers(lowered, ""))
+            services = services_for(signed_region)
             caller = caller or default_caller(services.settings.account_id)
             return sts_response(pairs, caller, request_id)
-        action, model, params = _parse(pairs, base_url_from_headers(lowered, secure),
-                                       request.path)
-        services = services_for(region_from_headers(lowered, ""))
-        context = context_from_headers(lowered, services.settings.account_id,
-                                       services.settings.region, caller, secure)
+        action, model, params, target = _parse(
+            pairs, base_url_from_headers(lowered, secure, host), request.path)
+        services = services_for_queue(
+            services_for, services_for(signed_region), target)
+        context = context_from_headers(lowered, services.settings.account_id, services.region,
+                                       caller, secure, target, services.settings.public_url,
+                                       host)
         account = context.account
-        result = dispatch(action, route(services_for, services, action, params), context, params)
+        queue = queue_named(params.data, context.queue_parts_or_none())
+        result = dispatch(action, route(services_for, services, action, context),
+                          context, params)
         body = query_output.response(model, result, request_id)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
         error = to_sqs_error(exc)
-        meter_request(meter, account, action, params, None, outcome_of(error))
+        meter_request(meter, account, action, params, None, outcome_of(error), queue)
         return error_response(error, request_id)
-    meter_request(meter, account, action, params, result)
+    meter_request(meter, account, action, params, result, queue=queue)
     return HttpResponse(200, _headers(request_id), body)
 
 
 def _parse(
     pairs: list[tuple[str, str]], base_url: str, path: str,
-) -> tuple[str, OperationModel, Params]:
-    """The action, its model and its parameters, the queue URL taken from the path when
-    the form names none. An action SQS does not have, or one of the account's at a
-    queue's URL, is InvalidAction (an action SQS has but DMQ does not serve is refused
-    by the action table, with the same error)."""
+) -> tuple[str, OperationModel, Params, QueueTarget | None]:
+    """The action, its model, its parameters and the queue its QueueUrl names (parsed
+    once), the queue URL taken from the path when the form names none. An action SQS
+    does not have, or one of the account's at a queue's URL, is InvalidAction (an action
+    SQS has but DMQ does not serve is refused by the action table, with the same error)."""
     tree = query_input.form_tree(pairs)
     action = tree.get("Action")
     if not isinstance(action, str) or not action:
@@ -170,15 +173,16 @@ def _parse(
     if isinstance(version, str) and version != QUERY_VERSION:
         raise NoSuchVersionError(
             f"The requested version ({version}) of service AmazonSQS does not exist.")
-    url = queue_url_of_path(base_url, path)
+    at_queue = target_of_path(path)  # a request sent to a queue's URL
     model = operation(action)
-    if model is None or (url is not None and action in ACCOUNT_ACTIONS):
+    if model is None or (at_queue is not None and action in ACCOUNT_ACTIONS):
         raise InvalidActionError(f"The action {action} is not valid for this endpoint.")
     data = query_input.decode(model.input_shape, tree)
-    if (url is not None and model.input_shape is not None
+    if (at_queue is not None and model.input_shape is not None
             and "QueueUrl" in model.input_shape.members and data.get("QueueUrl") is None):
-        data["QueueUrl"] = url
-    return action, model, Params(data)
+        data["QueueUrl"] = f"{base_url}/{path.split('?', 1)[0].strip('/')}"
+        return action, model, Params(data), at_queue
+    return action, model, Params(data), named_queue(data.get("QueueUrl"))
 
 
 def _headers(request_id: str) -> dict[str, str]:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from chalicelib.domain.queues import QueueStatus, queue_id_of
-from chalicelib.frontend.context import parse_queue_url
-from chalicelib.frontend.params import Params
+from chalicelib.frontend.context import RequestContext
 from chalicelib.frontend.services import Services
 
 # Actions that name no queue, or that read only what every region holds.
@@ -16,18 +15,16 @@ LOCAL_ACTIONS = frozenset({"CreateQueue", "GetQueueUrl", "ListQueues"})
 
 
 def route(
-    services_for: Callable[[str], Services], services: Services, action: str, params: Params,
+    services_for: Callable[[str], Services], services: Services, action: str,
+    context: RequestContext,
 ) -> Services:
     """The services of the queue's home region (the local ones if it is home, or unknown,
-    or a region this deployment does not serve)."""
-    url = params.raw("QueueUrl")
-    if action in LOCAL_ACTIONS or not isinstance(url, str):
+    or a region this deployment does not serve). The queue is the one the request's
+    QueueUrl names, as the adapter parsed it (a bad URL: the action reports it)."""
+    parts = context.queue_parts_or_none()
+    if action in LOCAL_ACTIONS or parts is None:
         return services
-    try:
-        account, name = parse_queue_url(url)
-    except Exception:  # noqa: BLE001 - the action itself reports a bad URL
-        return services
-    record = services.queues.find(queue_id_of(account, name))
+    record = services.queues.find(queue_id_of(*parts))
     if record is None or record.status is not QueueStatus.ACTIVE or record.home == services.region:
         return services
     if record.home not in services.settings.all_regions:

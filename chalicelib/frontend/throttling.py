@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from chalicelib.domain.queues import queue_id_of
 from chalicelib.frontend import admission
-from chalicelib.frontend.context import RequestContext, parse_queue_url
+from chalicelib.frontend.context import RequestContext
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
-from chalicelib.service.exceptions import QueueDoesNotExistError
 
 
 def caller_account(context: RequestContext) -> str:
@@ -17,17 +16,14 @@ def caller_account(context: RequestContext) -> str:
     return context.account
 
 
-def queue_named(services: Services, params: Params) -> str | None:
+def queue_named(services: Services, context: RequestContext) -> str | None:
     """The queue id of the request's QueueUrl when that queue exists (its record is the
     one routing just read, from the metadata cache); None when it names none, or one that
     does not exist (the action itself reports it), so only real queues have buckets."""
-    url = params.raw("QueueUrl")
-    if not isinstance(url, str):
+    parts = context.queue_parts_or_none()
+    if parts is None:
         return None
-    try:
-        queue_id = queue_id_of(*parse_queue_url(url))
-    except QueueDoesNotExistError:
-        return None
+    queue_id = queue_id_of(*parts)
     return queue_id if services.queues.find(queue_id) is not None else None
 
 
@@ -38,7 +34,7 @@ def check_rate(services: Services, context: RequestContext, params: Params) -> N
     throttle = services.throttle
     if throttle is None or not throttle.enabled:
         return
-    queue = queue_named(services, params) if throttle.queue_limit.enabled else None
+    queue = queue_named(services, context) if throttle.queue_limit.enabled else None
     ticket = admission.current()
     if ticket is not None and ticket.charged:
         throttle.admit_queue(queue)

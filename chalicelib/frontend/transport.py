@@ -12,7 +12,9 @@ come from who made the request event, never from a header:
 - anything else (`chalice local`, the test client) is plain HTTP from `sourceIp`.
 
 What this decides: `aws:SecureTransport` in queue policies, the scheme of the queue URLs
-DMQ returns, the console's own origin, and the client address its sign-in limits count.
+DMQ returns (and their host: a trusted proxy's `X-Forwarded-Host` or `Forwarded: host=`
+names the one the client used), the console's own origin, and the client address its
+sign-in limits count.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Transport:
 
     secure: bool
     client: str = ""  # the client's address ("" when nothing says)
+    host: str = ""  # the host (and port) the client used, as a trusted proxy says ("": Host)
 
     @property
     def scheme(self) -> str:
@@ -84,7 +87,7 @@ def transport_of(headers: Mapping[str, str], context: Mapping[str, Any], on_gate
         return connection
     proto = _forwarded_proto(headers)
     return Transport(connection.secure if proto is None else proto == "https",
-                     _client(headers, peer, trusted))
+                     _client(headers, peer, trusted), _forwarded_host(headers))
 
 
 def _last(value: str) -> str:
@@ -113,6 +116,15 @@ def _forwarded_proto(headers: Mapping[str, str]) -> str | None:
         return protos[-1] if protos else None
     proto = _last(headers.get("x-forwarded-proto", ""))
     return proto or None
+
+
+def _forwarded_host(headers: Mapping[str, str]) -> str:
+    """The host the client used, as the nearest trusted proxy reports it ("": none)."""
+    forwarded = headers.get("forwarded", "")
+    if forwarded:
+        hosts = [e["host"] for e in _forwarded_pairs(forwarded) if e.get("host")]
+        return hosts[-1] if hosts else ""
+    return headers.get("x-forwarded-host", "").rsplit(",", 1)[-1].strip()
 
 
 def _client(headers: Mapping[str, str], peer: str, trusted: tuple[Network, ...]) -> str:

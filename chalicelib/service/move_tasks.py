@@ -75,6 +75,7 @@ class MoveTaskService:
         self._clock = clock
         self._sleep = sleep
         self._monotonic = monotonic
+        self.running_seen = 0  # how many tasks the last pass of `advance` found running
 
     # -- actions -------------------------------------------------------------------------
     def start(
@@ -160,6 +161,7 @@ class MoveTaskService:
         moved = 0
         while True:
             tasks = self._repo.running()
+            self.running_seen = len(tasks)
             for task in tasks:
                 try:
                     moved += self.step(task)

@@ -82,26 +82,44 @@ class PushDelivery:
         # with. Otherwise only each subscription's first worker polls (Lambda, too, adds
         # pollers while batches come back full).
         self._busy: set[str] = set()
+        self._woken = threading.Event()
         self.stats = PushStats()
 
+    def wake(self) -> None:
+        """Read the subscriptions again now (one may have been created or changed)."""
+        self._woken.set()
+
     # -- the supervisor ------------------------------------------------------------------
-    def run(self, duration_s: float, stop: threading.Event | None = None) -> PushStats:
+    def run(self, duration_s: float, stop: threading.Event | None = None,
+            idle_refresh_s: float | None = None) -> PushStats:
         """Deliver for `duration_s` seconds (or until `stop` is set): start the workers of
         each enabled subscription, stop those of subscriptions deleted, disabled or
-        changed, and wait for the workers to finish their batch in hand."""
+        changed, and wait for the workers to finish their batch in hand. While no worker
+        runs, the subscriptions are read every `idle_refresh_s` (default: the usual
+        refresh) or at once after `wake()`."""
         stop = stop or threading.Event()
         deadline = time.monotonic() + duration_s
         running: dict[tuple[str, int], tuple[threading.Thread, threading.Event, int]] = {}
         try:
             while not stop.is_set() and time.monotonic() < deadline:
+                self._woken.clear()
                 self._supervise(running, deadline, stop)
-                stop.wait(max(0.0, min(self._options.refresh_s, deadline - time.monotonic())))
+                pause = self._options.refresh_s if running or idle_refresh_s is None \
+                    else idle_refresh_s
+                self._pause(stop, min(pause, deadline - time.monotonic()))
         finally:
             for _thread, quit_event, _version in running.values():
                 quit_event.set()
             for thread, _quit_event, _version in running.values():
                 thread.join(timeout=MAX_INVOCATION_S)
         return self.stats
+
+    def _pause(self, stop: threading.Event, seconds: float) -> None:
+        """Wait `seconds`, or less when stopped or woken."""
+        until = time.monotonic() + seconds
+        while not stop.is_set() and not self._woken.is_set() \
+                and (left := until - time.monotonic()) > 0:
+            self._woken.wait(min(left, 0.25))
 
     def _supervise(self, running: dict[tuple[str, int], tuple[threading.Thread,
                    threading.Event, int]], deadline: float, stop: threading.Event) -> None:

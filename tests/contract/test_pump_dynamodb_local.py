@@ -187,3 +187,45 @@ def test_a_recreated_table_is_followed_on_its_new_stream(local_store: Store,
     assert handler.seen == ["m1", "m2"]
     saved = [json.loads(p.read_text())["streamArn"] for p in tmp_path.glob("*.json")]
     assert saved == [local_store.stream_arn(local_store.messages)]
+
+
+def _wait_seen(handler: Recorder, sk: str, timeout_s: float = 10.0) -> float:
+    """Seconds until `handler` took `sk`."""
+    started = time.monotonic()
+    while sk not in handler.seen and time.monotonic() - started < timeout_s:
+        time.sleep(0.01)
+    assert sk in handler.seen, handler.seen
+    return time.monotonic() - started
+
+
+def test_a_quiet_pump_backs_off_to_its_cap_and_speeds_up_when_records_come(
+        local_store: Store) -> None:
+    # GIVEN a running pump over a stream that has been quiet for a few seconds
+    streams = Streams(local_store.streams)
+    handler = Recorder("replicate")
+    pump = StreamPump(local_store.dynamodb, streams,
+                      [StreamBinding(local_store.messages, handler, 10)], REGION,
+                      interval_s=0.2, idle_cap_s=1.0)
+    pump.start()
+    try:
+        _send(local_store, "m1")
+        _wait_seen(handler, "m1")
+        time.sleep(3.0)
+        # WHEN nothing is written for 4 s
+        before = streams.count("get_records")
+        time.sleep(4.0)
+        idle_reads = streams.count("get_records") - before
+        # THEN it read about once a second per shard (at the fast pace: 20 reads)
+        shards = local_store.streams.describe_stream(StreamArn=local_store.stream_arn(
+            local_store.messages))["StreamDescription"]["Shards"]
+        assert idle_reads <= 6 * len(shards), idle_reads
+        # WHEN a record is written by another client THEN the pump sees it within its cap
+        _send(local_store, "m2")
+        assert _wait_seen(handler, "m2") < 1.0 + 0.5
+        # WHEN it is woken (a request reached the server) THEN it reads at once
+        time.sleep(3.0)
+        _send(local_store, "m3")
+        pump.wake()
+        assert _wait_seen(handler, "m3") < 0.5
+    finally:
+        pump.stop()

@@ -452,19 +452,24 @@ def test_queue_url_follows_the_host_the_client_used(make_sqs: ClientFactory,
 
 
 def test_region_comes_from_the_sigv4_scope(make_sqs: ClientFactory, unique_name: Names) -> None:
-    # The server serves DMQ_REGIONS' default, us-east-1: a request signed for it is
-    # served there, one signed for another region is refused as AWS refuses it.
+    # The server serves DMQ_REGIONS' default, us-east-1, and, as a namespace of its own,
+    # any other region a request is signed for; a name that is no region is refused as
+    # AWS refuses a region it does not serve.
     name = unique_name("region")
     url = make_sqs().create_queue(QueueName=name)["QueueUrl"]
     arn = make_sqs().get_queue_attributes(
         QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     assert arn == f"arn:aws:sqs:us-east-1:{ACCOUNT}:{name}"
+    ireland = make_sqs(region_name="eu-west-1")
+    elsewhere = ireland.create_queue(QueueName=unique_name("elsewhere"))["QueueUrl"]
+    assert ireland.get_queue_attributes(QueueUrl=elsewhere, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"].startswith("arn:aws:sqs:eu-west-1:")
     with pytest.raises(ClientError) as caught:
-        make_sqs(region_name="eu-west-1").create_queue(QueueName=unique_name("elsewhere"))
+        make_sqs(region_name="xx").create_queue(QueueName=unique_name("junk"))
     error = caught.value.response
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 403
     assert error["Error"]["Code"] == "SignatureDoesNotMatch"
-    assert "scoped to a valid region, not 'eu-west-1'" in error["Error"]["Message"]
+    assert "scoped to a valid region, not 'xx'" in error["Error"]["Message"]
 
 
 # -- message size -------------------------------------------------------------------------

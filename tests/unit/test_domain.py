@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.domain.messages import Candidate, CandidateAction, MessageRef, new_message_id
-from chalicelib.frontend.context import parse_queue_url, region_from_headers
+from chalicelib.frontend.context import region_from_headers
+from chalicelib.frontend.queue_urls import parse_queue_url
 from chalicelib.service import attributes
 from chalicelib.service.exceptions import (
     InvalidAttributeNameError,
@@ -60,7 +61,7 @@ def test_receipt_handles_never_start_with_a_dash() -> None:
 
 
 def test_queue_url_and_region_parsing() -> None:
-    assert parse_queue_url("http://h:9324/000000000000/q1") == ("000000000000", "q1")
+    assert parse_queue_url("http://h:9324/000000000000/q1").parts("x") == ("000000000000", "q1")
     with pytest.raises(QueueDoesNotExistError):
         parse_queue_url("http://h:9324/q1")
     auth = "AWS4-HMAC-SHA256 Credential=AK/20261122/eu-west-1/sqs/aws4_request, Signature=x"

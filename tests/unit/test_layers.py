@@ -24,7 +24,10 @@ ROOT_MODULES = {
     "chalicelib.secrets": "base",
     "chalicelib.key_files": "base",
     "chalicelib.dynamo_errors": "storage",
+    "chalicelib.dynamo_batches": "storage",
     "chalicelib.runtime": "wiring",
+    "chalicelib.client_regions": "wiring",
+    "chalicelib.settings_regions": "base",
     "chalicelib.runtime_types": "wiring",
 }
 PACKAGES = ("domain", "backend", "metadata", "service", "frontend")
@@ -46,6 +49,8 @@ EXEMPT_MODULES = {
     "chalicelib.runtime": "builds the stores, repositories and services of each region",
     "chalicelib.runtime_types": "names the handles of one region (stores, repositories, "
     "clients) that the runtime builds",
+    "chalicelib.client_regions": "the runtime's client regions: refuses an opening with "
+    "the SQS errors the services raise",
 }
 
 # Single imports across the rules, each with its reason.

@@ -1,0 +1,60 @@
+"""What an idle local server does not do: the background loops slow down when nothing
+happens, and every request the server handles wakes them up again.
+
+The stream pump backs off to one GetRecords round every `StreamPump.IDLE_CAP_S` while its
+streams are quiet, the move task pass and the push supervisor run rarely while nothing
+runs, and the table watch lists tables on a slow timer. A request to the server (a send,
+a StartMessageMoveTask, an admin call that subscribes an endpoint) may make work for any
+of them, so the server's front door calls `Activity.touch` when it takes one and again
+when it has served it (what the request wrote is in the store by then): the pump
+reads again at once, the move task pass runs at the next scheduler tick, the push
+supervisor reads the subscriptions again. Writes made by another process on the same
+store are seen at the idle pace (at most `StreamPump.IDLE_CAP_S` later for the pump).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from dmqlocal.http_errors import Reply
+
+Gate = Callable[[str, str, dict[str, str], bytes], AbstractContextManager[Reply | None]]
+
+
+class Activity:
+    """Calls its listeners (cheap, non-blocking wake-ups) whenever a request comes in."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self.touches = 0  # two per request: when it comes in and when it is served
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call `listener` on every request from now on."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def touch(self) -> None:
+        """A request came in: wake every listener."""
+        with self._lock:
+            self.touches += 1
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener()
+
+    def gate(self, inner: Gate) -> Gate:
+        """The server's gate, touching this activity before and after each request."""
+
+        @contextmanager
+        def gate(method: str, target: str, headers: dict[str, str],
+                 body: bytes) -> Iterator[Reply | None]:
+            self.touch()
+            try:
+                with inner(method, target, headers, body) as refused:
+                    yield refused
+            finally:
+                self.touch()
+
+        return gate
