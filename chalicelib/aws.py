@@ -6,6 +6,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 from botocore.config import Config
 
 from chalicelib.settings import Settings
@@ -33,6 +35,19 @@ def store_config(settings: Settings, background: bool = False) -> Config:
 
 DUMMY_CREDENTIALS = ("dmq", "dmq")
 
+# botocore's service models, endpoints and defaults, parsed once per process: every
+# session gets this loader, so a new client costs no JSON parsing (a fresh session's own
+# loader would read about a megabyte of models again, some 100 ms of CPU per client).
+_LOADER = botocore.loaders.create_loader()
+
+
+def new_session() -> boto3.session.Session:
+    """A boto3 session of its own (sessions are not shared across threads) on the
+    process's one model loader."""
+    core = botocore.session.Session()
+    core.register_component("data_loader", _LOADER)
+    return boto3.session.Session(botocore_session=core)
+
 
 class Clients:
     """Lazily built boto3 clients for one region and its endpoints, within the
@@ -58,7 +73,7 @@ class Clients:
     def _pick_credentials(self, endpoint: str | None) -> tuple[str, str] | None:
         if self._settings.store_credentials is not None:
             return self._settings.store_credentials
-        if endpoint and boto3.session.Session().get_credentials() is None:
+        if endpoint and new_session().get_credentials() is None:
             return DUMMY_CREDENTIALS
         return None
 
@@ -67,7 +82,7 @@ class Clients:
         with self._lock:
             if service not in self._cache:
                 key, secret = credentials or (None, None)
-                self._cache[service] = boto3.session.Session().client(
+                self._cache[service] = new_session().client(
                     service,  # type: ignore[call-overload]
                     region_name=self.region,
                     endpoint_url=endpoint,

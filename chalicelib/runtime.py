@@ -5,9 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-import boto3
-
-from chalicelib.aws import Clients, store_config
+from chalicelib.aws import Clients, new_session, store_config
 from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
@@ -271,7 +269,7 @@ class Runtime:
         clients = Clients(settings)
         cipher: SecretCipher
         if settings.keys_kms_key_id:
-            kms = boto3.session.Session().client(
+            kms = new_session().client(
                 "kms", region_name=settings.region, config=store_config(settings))
             cipher = KmsCipher(kms, settings.keys_kms_key_id)
         else:

@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from chalicelib.aws import new_session
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -169,7 +170,7 @@ class KmsKeys:
     def _client(self, region: str) -> Any:
         with self._lock:
             if region not in self._clients:
-                self._clients[region] = boto3.session.Session().client(
+                self._clients[region] = new_session().client(
                     "kms", region_name=region, endpoint_url=self._endpoint, config=self._config)
             return self._clients[region]
 
