@@ -52,12 +52,8 @@ class ClientRegions:
         """Open a region once (the caller checked its name); SignatureDoesNotMatch when
         no opener is installed or the limit is reached, ServiceUnavailable when the
         opening failed (the next request tries again)."""
-        if region in self._opened:
+        if region in self._opened:  # the common case: no lock
             return
-        opener = self._opener
-        if opener is None:
-            raise SignatureDoesNotMatchError(
-                f"Credential should be scoped to a valid region, not '{region}'. ")
         with self._lock:
             if region in self._opened:
                 return
