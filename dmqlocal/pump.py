@@ -123,6 +123,7 @@ class StreamPump:
     def _run(self) -> None:
         pause = self._interval
         while not self._stop.is_set():
+            polled_at = time.monotonic()
             try:
                 moved = self.poll_once()
             except Exception:
@@ -134,6 +135,9 @@ class StreamPump:
             if self._wake.wait(pause) or self._retrying():
                 self._wake.clear()
                 pause = self._interval  # woken, or a handler's retry is due soon
+                # Requests wake it often under load: a pass at most every interval, so
+                # the store sees the usual pace, not a GetRecords round per request.
+                self._stop.wait(max(0.0, polled_at + self._interval - time.monotonic()))
             else:
                 pause = min(pause * 2, self._idle_cap)
 

@@ -42,6 +42,7 @@ PAYLOAD_BYTES = 6 * 1024 * 1024
 MAX_INVOCATION_S = 900  # Lambda's longest function timeout
 SLOT_MARGIN_S = 5
 SLOT_TRIES = 3
+WAKE_INTERVAL_S = 1.0  # woken by requests: the subscriptions are read at most this often
 
 
 @dataclass(frozen=True)
@@ -115,11 +116,18 @@ class PushDelivery:
         return self.stats
 
     def _pause(self, stop: threading.Event, seconds: float) -> None:
-        """Wait `seconds`, or less when stopped or woken."""
-        until = time.monotonic() + seconds
-        while not stop.is_set() and not self._woken.is_set() \
-                and (left := until - time.monotonic()) > 0:
-            self._woken.wait(min(left, 0.25))
+        """Wait `seconds`, or less when stopped or woken: a wake ends the pause no sooner
+        than `WAKE_INTERVAL_S` after it began, so the subscriptions are read at most that
+        often however many requests wake it."""
+        started = time.monotonic()
+        until, soonest = started + seconds, started + min(seconds, WAKE_INTERVAL_S)
+        while not stop.is_set() and (now := time.monotonic()) < until:
+            if not self._woken.is_set():
+                self._woken.wait(min(until - now, 0.25))
+            elif now >= soonest:
+                return
+            else:
+                stop.wait(min(soonest - now, 0.25))
 
     def _supervise(self, running: dict[tuple[str, int], tuple[threading.Thread,
                    threading.Event, int]], deadline: float, stop: threading.Event) -> None:

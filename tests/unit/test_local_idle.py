@@ -5,11 +5,15 @@ reports, before and after serving it) brings it back within a second."""
 from __future__ import annotations
 
 import contextlib
+import math
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from app import app
+from chalicelib.clock import FakeClock
+from chalicelib.service.push import WAKE_INTERVAL_S, PushDelivery, PushOptions
 from dmqlocal.activity import Activity
 from dmqlocal.handlers import (
     MOVE_TASKS_IDLE_S,
@@ -17,6 +21,7 @@ from dmqlocal.handlers import (
     ScheduleBinding,
     local_schedule_bindings,
 )
+from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
 
 
@@ -71,3 +76,63 @@ def test_the_gate_touches_the_activity_before_and_after_each_request() -> None:
         assert refused is None
     assert seen == ["touch", "serve POST /", "touch"]
     assert activity.touches == 2
+
+
+class _NoSubscriptions:
+    """A subscription repository that counts its reads."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def every(self) -> list[Any]:
+        self.reads += 1
+        return []
+
+
+def test_requests_that_wake_push_delivery_read_the_subscriptions_at_most_once_a_second(
+) -> None:
+    # GIVEN push delivery with no subscription, idle-refreshing every 30 s
+    repo = _NoSubscriptions()
+    delivery = PushDelivery(repo, None, None, FakeClock(), "us-east-1",  # type: ignore[arg-type]
+                            PushOptions())
+    stop = threading.Event()
+    runner = threading.Thread(target=delivery.run, args=(30.0, stop, 30.0))
+    runner.start()
+    try:
+        # WHEN requests wake it 100 times a second for 2.5 s
+        end = time.monotonic() + 2.5
+        while time.monotonic() < end:
+            delivery.wake()
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        runner.join(timeout=5)
+    # THEN the subscriptions were read on start and at most once a second after it
+    assert not runner.is_alive()
+    assert 2 <= repo.reads <= 1 + math.ceil(2.5 / WAKE_INTERVAL_S), repo.reads
+
+
+class _QuietStreams(StreamPump):
+    """A pump whose passes find nothing, counted."""
+
+    passes = 0
+
+    def poll_once(self) -> int:
+        self.passes += 1
+        return 0
+
+
+def test_requests_that_wake_the_pump_never_speed_it_past_its_interval() -> None:
+    # GIVEN a pump over quiet streams, polling every 0.2 s when active
+    pump = _QuietStreams(None, None, [], "us-east-1", interval_s=0.2)  # type: ignore[arg-type]
+    pump.start()
+    try:
+        # WHEN requests wake it 100 times a second for 2 s
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            pump.wake()
+            time.sleep(0.01)
+    finally:
+        pump.stop()
+    # THEN it made a pass at most every 0.2 s (not one per wake), and kept the fast pace
+    assert 5 <= pump.passes <= 2.0 / 0.2 + 2, pump.passes
