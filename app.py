@@ -252,11 +252,15 @@ for _cluster in get_settings().clusters[1:]:
 
 
 def _archive(event: DynamoDBEvent) -> None:
-    """Write the batch to the audit archive. A failure raises, so the batch is retried;
-    a retried batch overwrites its own archive object."""
+    """Count the batch into its shards' message counts, then write it to the audit
+    archive. A failure raises, so the batch is retried: the counts take each record once,
+    and a retried batch overwrites its own archive object."""
+    records = list(event.to_dict().get("Records", []))
+    if records:
+        runtime.backend(records[0].get("awsRegion", "")).counters.apply_records(records)
     archiver = runtime.archiver()
     if archiver is not None:
-        archiver.write_batch(list(event.to_dict().get("Records", [])))
+        archiver.write_batch(records)
 
 
 def _archive_handler(name: str) -> Any:
@@ -267,12 +271,16 @@ def _archive_handler(name: str) -> Any:
     return observability.flushed(handler)
 
 
-# The archive reads each messages stream as a second consumer, apart from replication,
-# so that neither one's failures hold the other back.
+# The counts and the archive read each messages stream as a second consumer, apart from
+# replication, so that a replica region that is down holds back neither.
+# Records wait up to a second for a batch of 500: one count update per queue shard per
+# second at most, however busy the queue.
+COUNT_WINDOW_S = 1
 for _cluster in get_settings().clusters:
     _name = f"archive_messages_{_cluster.replace('-', '_')}"
     globals()[_name] = app.on_dynamodb_record(
-        stream_arn=_cluster_stream_arn(_cluster), batch_size=500)(_archive_handler(_name))
+        stream_arn=_cluster_stream_arn(_cluster), batch_size=500,
+        maximum_batching_window_in_seconds=COUNT_WINDOW_S)(_archive_handler(_name))
 
 
 @app.on_dynamodb_record(stream_arn=get_settings().queues_stream_arn)

@@ -16,6 +16,8 @@ class DynamoSnapshot:
     """Cumulative DynamoDB figures at one moment; subtract two to get a phase's share."""
 
     calls: dict[str, int] = field(default_factory=dict)
+    # Requests per table and operation (a request naming several tables counts for each).
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     items_returned: int = 0
@@ -38,8 +40,11 @@ class DynamoSnapshot:
                       for k in sorted(set(mine) | set(theirs))}
             return {k: v for k, v in values.items() if v}
 
+        names = sorted(set(self.tables) | set(other.tables))
+        tables = {t: merge(self.tables.get(t, {}), other.tables.get(t, {})) for t in names}
         return DynamoSnapshot(
             calls=merge(self.calls, other.calls),
+            tables={t: ops for t, ops in tables.items() if ops},
             errors=merge(self.errors, other.errors),
             seconds=merge(self.seconds, other.seconds),
             items_returned=self.items_returned + sign * other.items_returned,
@@ -66,6 +71,8 @@ class RemoteCounter:
             data = json.loads(response.read())
         return DynamoSnapshot(
             calls={k: int(v) for k, v in data["calls"].items()},
+            tables={t: {k: int(v) for k, v in ops.items()}
+                    for t, ops in data.get("tables", {}).items()},
             errors={k: int(v) for k, v in data["errors"].items()},
             seconds={k: float(v) for k, v in data["seconds"].items()},
             items_returned=int(data["items_returned"]),

@@ -2,16 +2,19 @@
 message lifecycle, with nothing of DMQ in between.
 
 The tables are DMQ's own (`infra/dmq.template.json`: the visibility index, the stream),
-on a DynamoDB Local started as `make run` starts it. Producers write batches of ten and
-add them to a shard counter; consumers query the visibility index for ten, claim them in
-one transaction, read them back in one batch, and delete them in one transaction with the
-counter. That is the store work of a message sent, received and deleted in batches of
-ten, the lower bound of what DMQ can do on this store. The CPU time of DynamoDB Local
-and of this process's boto3 clients is read from /proc, so the figures per message do
-not depend on what else the machine runs.
+on a DynamoDB Local started as `make run` starts it. Producers write batches of ten in
+one transaction of conditional puts; consumers query the visibility index for ten, claim
+them in one transaction, read them back in one batch, and delete them in one transaction
+(the counts are kept from the stream, off this path). That is the store work of a
+message sent, received and deleted in batches of ten, the lower bound of what DMQ can do
+on this store. The CPU time of DynamoDB Local and of this process's boto3 clients is
+read from /proc, so the figures per message do not depend on what else the machine runs.
 
 Then the store calls behind one SendMessage, ReceiveMessage and DeleteMessage, one at a
 time: the least each of those can take on this store, before any HTTP, parsing or logic.
+`store_round_trips` times the single item calls alone (PutItem, a Query of one on the
+visibility index, DeleteItem), and `lifecycle_rate` the lifecycle, on a store someone
+else started (`bench/request_cost.py` sets them beside DMQ on the same store).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ MESSAGES, CONTROL, INDEX = "floor-messages", "floor-control", "visible-index"
 PK = "floor/q#0"
 BATCH = 10
 SEND, RECEIVE, DELETE = "SendMessage", "ReceiveMessage", "DeleteMessage"
+PUT_ITEM, QUERY, DELETE_ITEM = "PutItem", "Query", "DeleteItem"
 
 
 @dataclass(frozen=True)
@@ -47,9 +51,9 @@ class FloorResult:
     messages_per_s: float
     store_cpu_ms_per_message: float
     client_cpu_ms_per_message: float
-    send: Latency  # PutItem, then the counter's UpdateItem
+    send: Latency  # a conditional PutItem
     receive: Latency  # Query of one, then the claim's UpdateItem
-    delete: Latency  # TransactWriteItems: the delete and the counter
+    delete: Latency  # a conditional DeleteItem
 
 
 def _cpu_s(pid: int) -> float:
@@ -74,19 +78,24 @@ class _Store:
                 "expires_at": {"N": str(now_ms // 1000 + 345_600)}, "rc": {"N": "0"},
                 "body": {"S": "x" * 256}, "body_md5": {"S": "0" * 32}}
 
-    def count(self, delta: int) -> dict[str, Any]:
-        return {"TableName": CONTROL, "Key": {"key": {"S": f"count#{MESSAGES}#{PK}#0"}},
-                "UpdateExpression": "ADD n :d",
-                "ExpressionAttributeValues": {":d": {"N": str(delta)}}}
+    def put_one(self) -> None:
+        self.db.put_item(TableName=MESSAGES, Item=self._item(int(time.time() * 1000)))
+
+    def delete_one(self, item: dict[str, Any]) -> None:
+        self.db.delete_item(TableName=MESSAGES, Key={"pk": item["pk"], "sk": item["sk"]})
 
     def send(self, count: int) -> None:
+        """As a deduplicated send: one conditional PutItem, or one transaction of
+        conditional Puts for a batch (the counts are the stream's, off the path)."""
         now = int(time.time() * 1000)
         if count == 1:
-            self.db.put_item(TableName=MESSAGES, Item=self._item(now))
+            self.db.put_item(TableName=MESSAGES, Item=self._item(now),
+                             ConditionExpression="attribute_not_exists(sk)")
         else:
-            self.db.batch_write_item(RequestItems={MESSAGES: [
-                {"PutRequest": {"Item": self._item(now)}} for _ in range(count)]})
-        self.db.update_item(**self.count(count))
+            self.db.transact_write_items(TransactItems=[
+                {"Put": {"TableName": MESSAGES, "Item": self._item(now),
+                         "ConditionExpression": "attribute_not_exists(sk)"}}
+                for _ in range(count)])
 
     def candidates(self, limit: int) -> list[dict[str, Any]]:
         now = int(time.time() * 1000)
@@ -119,10 +128,13 @@ class _Store:
         return True
 
     def delete(self, found: list[dict[str, Any]]) -> None:
-        self.db.transact_write_items(TransactItems=[
-            *({"Delete": {"TableName": MESSAGES, "Key": {"pk": i["pk"], "sk": i["sk"]}}}
-              for i in found),
-            {"Update": self.count(-len(found))}])
+        """As DMQ deletes: one conditional DeleteItem, or one transaction for several."""
+        deletes = [{"TableName": MESSAGES, "Key": {"pk": i["pk"], "sk": i["sk"]},
+                    "ConditionExpression": "attribute_exists(sk)"} for i in found]
+        if len(deletes) == 1:
+            self.db.delete_item(**deletes[0])
+        else:
+            self.db.transact_write_items(TransactItems=[{"Delete": d} for d in deletes])
 
 
 def _lifecycle(endpoint: str, messages: int, producers: int, consumers: int,
@@ -177,6 +189,37 @@ def _single_calls(endpoint: str, calls: int) -> Recorder:
     return recorder
 
 
+def provision_tables(endpoint: str) -> None:
+    """Create the floor's tables (DMQ's, under names of their own) on a running store."""
+    provision.create_all(_Store(endpoint).db, None, {
+        "MessagesTableName": MESSAGES, "ControlTableName": CONTROL,
+        "QueuesTableName": "floor-queues", "BodiesBucketName": "unused"})
+
+
+def store_round_trips(endpoint: str, rounds: int, recorder: Recorder) -> None:
+    """Rounds of PutItem, a Query of one on the visibility index and DeleteItem of what
+    it found, each timed alone into `recorder` (under PUT_ITEM, QUERY, DELETE_ITEM)."""
+    store = _Store(endpoint)
+    for _ in range(rounds):
+        with recorder.timed(PUT_ITEM):
+            store.put_one()
+        with recorder.timed(QUERY):
+            found = store.candidates(1)
+        if found:
+            with recorder.timed(DELETE_ITEM):
+                store.delete_one(found[0])
+
+
+def lifecycle_rate(endpoint: str, messages: int = 4000, producers: int = 4,
+                   consumers: int = 4, timeout_s: float = 300.0) -> tuple[int, float]:
+    """The floor's lifecycle on a running store with the floor's tables, after a warm-up
+    of half as many messages: (messages deleted, seconds)."""
+    _lifecycle(endpoint, messages // 2, producers, consumers, timeout_s)
+    started = time.perf_counter()
+    done = _lifecycle(endpoint, messages, producers, consumers, timeout_s)
+    return done, time.perf_counter() - started
+
+
 def measure_floor(messages: int = 4000, producers: int = 4, consumers: int = 4,
                   single_calls: int = 300, timeout_s: float = 300.0) -> FloorResult:
     """Start a DynamoDB Local of its own with DMQ's tables, warm it up, then measure."""
@@ -184,9 +227,7 @@ def measure_floor(messages: int = 4000, producers: int = 4, consumers: int = 4,
         store = DynamoDBLocal(Path(folder) / "dynamodb")
         endpoint = store.start()
         try:
-            provision.create_all(_Store(endpoint).db, None, {
-                "MessagesTableName": MESSAGES, "ControlTableName": CONTROL,
-                "QueuesTableName": "floor-queues", "BodiesBucketName": "unused"})
+            provision_tables(endpoint)
             pid = store.pid
             assert pid is not None
             _lifecycle(endpoint, messages // 2, producers, consumers, timeout_s)  # JIT warm-up

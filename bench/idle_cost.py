@@ -44,23 +44,38 @@ class IdleCost:
 
 
 class IdleServer:
-    """DynamoDB Local, the counting proxy in front of it, and DMQ on the proxy."""
+    """DynamoDB Local, the counting proxy in front of it, and DMQ on the proxy.
 
-    def __init__(self) -> None:
+    `on_disk` keeps the store's database in the temporary folder, as `make run` does
+    (otherwise in memory)."""
+
+    def __init__(self, on_disk: bool = False) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="dmq-idle-"))
-        self.store = DynamoDBLocal(None)
+        self.store = DynamoDBLocal(self.folder / "dynamodb" if on_disk else None)
         self.proxy: CountingProxy | None = None
         self.dmq: Server | None = None
 
     def start(self) -> IdleServer:
         """Start all three; the DMQ server answers when this returns."""
         self.proxy = CountingProxy(self.store.start()).start()
-        self.dmq = start_dmq(self.folder / "data",
-                             extra_env={"DMQ_DYNAMODB_ENDPOINT": self.proxy.endpoint,
-                                        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                                        "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
-        self.dmq.wait_answering()
+        self.start_dmq()
         return self
+
+    def start_dmq(self, counted: bool = True) -> Server:
+        """(Re)start DMQ on the same data folder, on the proxy (`counted`) or on the store
+        itself with default settings (its own request counting off too); it answers
+        when this returns."""
+        assert self.proxy is not None
+        if self.dmq is not None:
+            self.dmq.stop()
+        extra = {"DMQ_DYNAMODB_ENDPOINT": self.proxy.endpoint if counted else
+                 self.store.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                 "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+        if not counted:
+            extra["DMQ_COUNT_DYNAMODB"] = "0"
+        self.dmq = start_dmq(self.folder / "data", extra_env=extra)
+        self.dmq.wait_answering()
+        return self.dmq
 
     def stop(self) -> None:
         """Stop DMQ, the proxy and DynamoDB Local; remove the folder."""

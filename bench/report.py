@@ -229,9 +229,9 @@ def floor_lines(figures: Figures) -> list[str]:
         "|---|---:|---:|---:|",
     ]
     for label, latency, whole in (
-        ("SendMessage: PutItem + counter UpdateItem", floor.send, single.send),
+        ("SendMessage: conditional PutItem", floor.send, single.send),
         ("ReceiveMessage(1): Query + claim UpdateItem", floor.receive, single.receive),
-        ("DeleteMessage: TransactWriteItems (delete + counter)", floor.delete, single.delete),
+        ("DeleteMessage: conditional DeleteItem", floor.delete, single.delete),
     ):
         lines.append(f"| {label} | {latency.p50_ms:.2f} | {latency.p99_ms:.2f} "
                      f"| {SINGLE_OP_RATIO * whole.p50_ms:.2f} |")

@@ -27,6 +27,7 @@ from bench import (
     fifo,
     idle_cost,
     push,
+    request_cost,
     request_dedup,
     stop_time,
     throttle,
@@ -221,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     deduplication and TLS cost a send (`bench/request_dedup.py`), the cost of
     encryption at rest (`bench/encryption.py`), how long a SIGTERM takes against the
     messages stored (`bench/stop_time.py`) and what an idle server costs its store
-    (`bench/idle_cost.py`)."""
+    (`bench/idle_cost.py`), and what each SQS call costs the store in requests, latency
+    and dollars (`bench/request_cost.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -244,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_time.main(["--quick"] if quick else [])
     # An idle server's store requests per second, and its wake-up delay (a server of its own).
     idle_cost.main(["--quick"] if quick else [])
+    # Store requests, latency and dollars per SQS call, against the store's own (its own
+    # servers: DMQ behind a counting proxy, then on the store directly).
+    request_cost.main(["--quick"] if quick else [])
     return 0
 
 

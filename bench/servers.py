@@ -118,10 +118,12 @@ def start_moto() -> Server:
 def start_dmq(data_dir: Path, port: int | None = None,
               extra_env: dict[str, str] | None = None) -> Server:
     """`python -m dmqlocal` on its default store with the DynamoDB counts on (and
-    `extra_env`); the caller waits with `wait_answering` (it times the start)."""
+    `extra_env`, which may turn them off); the caller waits with `wait_answering` (it
+    times the start)."""
     port = port or free_port()
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
-    env.update(DMQ_COUNT_DYNAMODB="1", PYTHONUNBUFFERED="1", **(extra_env or {}))
+    env.update(DMQ_COUNT_DYNAMODB="1", PYTHONUNBUFFERED="1")
+    env.update(extra_env or {})
     env.setdefault("AWS_ACCESS_KEY_ID", "dmq-bench")
     env.setdefault("AWS_SECRET_ACCESS_KEY", "dmq-bench")
     command = [sys.executable, "-m", "dmqlocal", "--host", "127.0.0.1", "--port", str(port),

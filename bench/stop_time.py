@@ -11,8 +11,8 @@ messages and a minute at 100,000. It now writes only the incremental export of t
 last changes.
 
 The store is filled with BatchWriteItem straight into DynamoDB Local's messages table,
-in the item format DMQ's own store writes (`chalicelib.backend.items.to_item`), with the
-shard counters moved to match (what GetQueueAttributes reads). Sending through
+in the item format DMQ's own store writes (`chalicelib.backend.items.to_item`); the
+server's stream pump counts them in, as it would count sends. Sending through
 SendMessageBatch costs the HTTP front end and a conditional write per batch; writing the
 items directly skips both (1,200 against 600 messages/s on two cores, while the stream
 pump keeps up). The pump still sees every write, as it would see the sends.
@@ -40,7 +40,6 @@ from botocore.config import Config
 from bench.servers import STOP_TIMEOUT_S, Server, start_dmq, wait_idle
 from bench.sqs import sqs_client
 from chalicelib.backend import items
-from chalicelib.backend.counters import ShardCounters
 from chalicelib.domain.messages import Message, new_message_id
 from chalicelib.service.checksums import md5_of_body
 from chalicelib.settings import Settings
@@ -123,17 +122,16 @@ def _write(dynamodb: Any, table: str, batch: list[dict[str, Any]]) -> None:
 
 def fill(dynamodb: Any, queue_id: str, count: int, *, body_bytes: int = 256,
          threads: int = 8, progress: Callable[[int], None] | None = None) -> FillResult:
-    """Write `count` messages into the queue's shard 0 and add them to its counter."""
+    """Write `count` messages into the queue's shard 0 (the server's stream pump counts
+    them in)."""
     settings = Settings()
     table = settings.messages_table
-    counters = ShardCounters(dynamodb, settings.control_table)
     body = "x" * body_bytes
     started = time.perf_counter()
     written = 0
 
     def write(n: int) -> int:
         _write(dynamodb, table, message_items(queue_id, n, body, int(time.time() * 1000)))
-        counters.add(table, items.partition_key(queue_id, 0), n)
         return n
 
     sizes = [min(BATCH, count - i) for i in range(0, count, BATCH)]

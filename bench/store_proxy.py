@@ -1,16 +1,21 @@
 """A counting HTTP proxy in front of DynamoDB Local: every store request of a DMQ server
 pointed at it (DMQ_DYNAMODB_ENDPOINT), whichever client made it (boto3, PynamoDB, the
 stream pump's DynamoDB Streams client), is counted at the store boundary, by operation
-and time, and a GetRecords answer that carried records is noted as such."""
+and time, and a GetRecords answer that carried records is noted as such. For the item
+operations it also notes how many items a request wrote or read (a batch's or a
+transaction's entries, a Query's or Scan's items read) and whether it asked for a
+consistent read, which is what DynamoDB's request units are counted from."""
 
 from __future__ import annotations
 
 import http.client
+import json
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer",
@@ -19,12 +24,57 @@ _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", 
 
 @dataclass(frozen=True)
 class StoreCall:
-    """One request as the proxy saw it: when it was answered, its operation, and whether
-    it read stream records (a GetRecords whose answer was not empty)."""
+    """One request as the proxy saw it: when it was answered, its operation, whether it
+    read stream records (a GetRecords whose answer was not empty), how many items it
+    wrote or read, and whether it asked for a consistent read."""
 
     at: float  # time.monotonic() when the answer came back
     operation: str
     records: bool
+    items: int = 1  # a batch's or transaction's entries; a Query's or Scan's ScannedCount
+    consistent: bool = False  # ConsistentRead (GetItem, BatchGetItem, Query, Scan)
+    tables: tuple[str, ...] = ()  # the tables it names ("" for a stream's requests)
+
+
+_SHAPED = frozenset({"BatchWriteItem", "BatchGetItem", "TransactWriteItems",
+                     "TransactGetItems", "Query", "Scan", "GetItem"})
+
+
+def _json(data: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(data) if data else {}
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _shape(operation: str, body: bytes, answer: bytes) -> tuple[int, bool]:
+    """Items written or read by one item operation, and whether it read consistently."""
+    if operation not in _SHAPED:
+        return 1, False
+    request = _json(body)
+    tables = request.get("RequestItems") or {}
+    if operation == "BatchWriteItem":
+        return sum(len(entries) for entries in tables.values()), False
+    if operation == "BatchGetItem":
+        return (sum(len(t.get("Keys", [])) for t in tables.values()),
+                any(bool(t.get("ConsistentRead")) for t in tables.values()))
+    if operation.startswith("Transact"):
+        return len(request.get("TransactItems") or []), False
+    consistent = bool(request.get("ConsistentRead"))
+    if operation == "GetItem":
+        return 1, consistent
+    return int(_json(answer).get("ScannedCount", 0)), consistent
+
+
+def _tables(body: bytes) -> tuple[str, ...]:
+    """The tables a request names: TableName, a batch's RequestItems, a transaction's."""
+    request = _json(body)
+    names = [str(request["TableName"])] if "TableName" in request else []
+    names += [str(t) for t in request.get("RequestItems") or {}]
+    for entry in request.get("TransactItems") or []:
+        names += [str(op.get("TableName", "")) for op in entry.values() if isinstance(op, dict)]
+    return tuple(sorted(set(names)))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -61,8 +111,10 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             upstream.close()
         operation = target.rsplit(".", 1)[-1] if target else self.command
+        items, consistent = _shape(operation, body, data)
         self.server.note(StoreCall(time.monotonic(), operation,
-                                   operation == "GetRecords" and b'"Records":[{' in data))
+                                   operation == "GetRecords" and b'"Records":[{' in data,
+                                   items, consistent, _tables(body)))
 
 
 class _Server(ThreadingHTTPServer):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from chalicelib.aws import Clients, new_session, store_config
 from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
@@ -13,7 +15,6 @@ from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.keys import KeyWrapper, KmsKeys, LocalKeys
-from chalicelib.backend.request_records import RequestRecords
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.client_regions import ClientRegions, Opener
 from chalicelib.clock import Clock, SystemClock
@@ -76,6 +77,9 @@ class Runtime:
         self._key_lock = threading.Lock()
         self.sign_in_limits = SignInLimits()  # failed password sign-ins (console, metrics)
         self.client_regions = ClientRegions()  # regions opened for clients (local server)
+        # Waits until a region's counts took in its stream (the local server's pump);
+        # None where nothing in process reads the streams (Lambda).
+        self.count_catch_up: Callable[[str], None] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -123,7 +127,7 @@ class Runtime:
     def replicator(self) -> Replicator:
         """Applies this deployment's stream records to replica regions."""
         return Replicator(self.backend, self.health, self._clock, self.settings.queues_table,
-                          self.lag, self.settings.control_table)
+                          self.lag)
 
     def archive_sink(self) -> Sink | None:
         """Where audit records go: the archive bucket, else the data folder, else nowhere.
@@ -236,6 +240,7 @@ class Runtime:
             MessageCipher(self._key_wrapper(settings), settings.sse_managed_key_id,
                           self._clock),
         )
+        messages.catch_up_counts = partial(self._catch_up_counts, region)
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)
         clusters = ClusterManager(control)
@@ -253,9 +258,13 @@ class Runtime:
             limit_of(settings.throttle_queue_rps, settings.throttle_queue_burst))
         services = Services(settings, region, queues, messages, clusters, move_tasks, throttle)
         if settings.request_dedup:
-            services = replace(services, request_dedup=RequestDedup(
-                RequestRecords(clients.dynamodb, settings.control_table), self._clock))
-        return services, Backend(region, stores, bodies, repo, control, clients, self._clock)
+            services = replace(services, request_dedup=RequestDedup())
+        return services, Backend(region, stores, bodies, repo, control, clients, self._clock,
+                                 counters)
+
+    def _catch_up_counts(self, region: str) -> None:
+        if self.count_catch_up is not None:
+            self.count_catch_up(region)
 
     def identities(self) -> Identities:
         """Access keys and callers (docs/security.md), over the default region's control
@@ -347,6 +356,7 @@ class Runtime:
             self._clock = clock or SystemClock()
             self._built = {}
             self._managers = {}
+            self.count_catch_up = None
             self._key = None
             self._console_key = None
             self._identities = None

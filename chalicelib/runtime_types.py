@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from chalicelib.aws import Clients
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.counters import ShardCounters
 from chalicelib.clock import Clock
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.repository import QueueRepository
@@ -24,6 +25,7 @@ class Backend:
     control: ControlRepository
     clients: Clients
     clock: Clock
+    counters: ShardCounters  # the shard counts, kept from the messages streams
 
 
 BackendOf = Callable[[str], Backend]

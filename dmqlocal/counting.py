@@ -26,7 +26,8 @@ Response = tuple[int, dict[str, str], bytes]
 
 
 class CallCounter:
-    """Requests, errors and seconds per operation, and items a Query returned and read.
+    """Requests, errors and seconds per operation, requests per table and operation (a
+    request naming several tables counts for each), and items a Query returned and read.
 
     A request counts once however many times botocore retries it; its time runs from
     `before-call` to `after-call`, so it includes any wait for the store.
@@ -35,6 +36,7 @@ class CallCounter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._calls: dict[str, int] = {}
+        self._tables: dict[str, dict[str, int]] = {}
         self._errors: dict[str, int] = {}
         self._seconds: dict[str, float] = {}
         self._returned = 0
@@ -61,15 +63,22 @@ class CallCounter:
     def snapshot(self) -> dict[str, Any]:
         """The cumulative figures as plain data."""
         with self._lock:
-            return {"calls": dict(self._calls), "errors": dict(self._errors),
+            return {"calls": dict(self._calls),
+                    "tables": {t: dict(ops) for t, ops in self._tables.items()},
+                    "errors": dict(self._errors),
                     "seconds": {k: round(v, 6) for k, v in self._seconds.items()},
                     "items_returned": self._returned, "items_scanned": self._scanned}
 
-    def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
+    def _before(self, model: Any, params: dict[str, Any], context: dict[str, Any],
+                **_: Any) -> None:
         context[_STARTED] = time.perf_counter()
         context[_OPERATION] = model.name
+        tables = _tables_of(params)
         with self._lock:
             self._calls[model.name] = self._calls.get(model.name, 0) + 1
+            for table in tables:
+                per_table = self._tables.setdefault(table, {})
+                per_table[model.name] = per_table.get(model.name, 0) + 1
 
     def _after(self, model: Any, parsed: dict[str, Any], context: dict[str, Any],
                **_: Any) -> None:
@@ -89,6 +98,18 @@ class CallCounter:
             self._seconds[name] = self._seconds.get(name, 0.0) + elapsed
             if failed:
                 self._errors[name] = self._errors.get(name, 0) + 1
+
+
+def _tables_of(params: Mapping[str, Any]) -> set[str]:
+    """The tables a request names (its serialized JSON body)."""
+    try:
+        body = json.loads(params.get("body") or b"{}")
+    except ValueError:
+        return set()
+    names = {body.get("TableName"), *body.get("RequestItems", {})}
+    names |= {op.get("TableName") for item in body.get("TransactItems", [])
+              for op in item.values()}
+    return {str(n) for n in names if n}
 
 
 def enabled(environ: Mapping[str, str]) -> bool:

@@ -25,6 +25,9 @@ class StreamBinding:
     table: str
     handler: LambdaHandler
     batch_size: int
+    # As Lambda's MaximumBatchingWindowInSeconds: records wait up to this long for a
+    # full batch (0: handed over at once).
+    window_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ def _period(expression: Any) -> float:
 def stream_bindings(app: Chalice) -> list[StreamBinding]:
     """Every `on_dynamodb_record` handler of the app."""
     return [
-        StreamBinding(table_of_stream_arn(s.stream_arn), _resolve(s.handler_string), s.batch_size)
+        StreamBinding(table_of_stream_arn(s.stream_arn), _resolve(s.handler_string), s.batch_size,
+                      float(s.maximum_batching_window_in_seconds))
         for s in app.event_sources
         if isinstance(s, DynamoDBEventConfig)
     ]

@@ -4,9 +4,10 @@ Counters come from `chalicelib.observability` (kept in memory since the process
 started: messages sent, received and deleted, empty receives, errors, throttles and
 dead-letter moves per queue). Gauges are read when a scrape comes, per queue of every
 live region: visible, in-flight and delayed messages (what GetQueueAttributes answers:
-the store's sharded counters, less the hidden part of the visibility index, so the cost
-never grows with the visible backlog) and the age of the oldest message (the head of
-each shard, one item per shard): see `chalicelib.frontend.queue_metrics`.
+the shard counts kept from the stream, less the hidden part of the visibility index, so
+the cost never grows with the visible backlog; a scrape does not wait for the stream, so
+they trail the writes by about a second) and the age of the oldest message (the oldest of
+a bounded sample of each shard): see `chalicelib.frontend.queue_metrics`.
 
 A scrape costs the same whatever the number of queues: it is answered with the last
 rendering of the whole exposition (`shared_render.py`), made anew at most once per

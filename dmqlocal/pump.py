@@ -36,6 +36,7 @@ class _Consumer:
     retry_at: float = 0.0
     delay_s: float = 0.0
     failing: bool = False  # its last hand-over failed: its records wait for a retry
+    waiting_since: float = 0.0  # when its oldest pending record was queued
 
 
 @dataclass
@@ -102,6 +103,9 @@ class StreamPump:
         self.delivered = 0
         self._idle = threading.Condition()
         self._idle_since = float("-inf")
+        self._passed_since = float("-inf")  # when the last finished pass began
+        self._urgent = threading.Event()  # a caller waits for a pass: no pacing pause
+        self._flush = False  # this pass hands over records still in a batching window
 
     def start(self) -> None:
         """Poll in a background thread."""
@@ -113,8 +117,14 @@ class StreamPump:
         """Stop polling after the current batch."""
         self._stop.set()
         self._wake.set()
+        self._urgent.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    @property
+    def region(self) -> str:
+        """The region whose streams it reads."""
+        return self._region
 
     def wake(self) -> None:
         """Poll again now, and at the fast pace until the streams are quiet again."""
@@ -125,7 +135,7 @@ class StreamPump:
         while not self._stop.is_set():
             polled_at = time.monotonic()
             try:
-                moved = self.poll_once()
+                moved = self.poll_once(flush=False)
             except Exception:
                 logger.exception("stream poll failed")
                 moved = 0
@@ -136,17 +146,33 @@ class StreamPump:
                 self._wake.clear()
                 pause = self._interval  # woken, or a handler's retry is due soon
                 # Requests wake it often under load: a pass at most every interval, so
-                # the store sees the usual pace, not a GetRecords round per request.
-                self._stop.wait(max(0.0, polled_at + self._interval - time.monotonic()))
+                # the store sees the usual pace, not a GetRecords round per request
+                # (unless a caller waits for the next pass: `catch_up`).
+                if not self._urgent.is_set():
+                    self._urgent.wait(max(0.0, polled_at + self._interval - time.monotonic()))
+            elif self._holding():
+                pause = self._interval  # records wait out a batching window: not idle
             else:
                 pause = min(pause * 2, self._idle_cap)
 
-    def poll_once(self) -> int:
+    def poll_once(self, flush: bool = True) -> int:
         """One pass over every shard of every bound stream; return records handled.
 
         A region marked down has no reachable stream: nothing is read until it is back.
+        `flush`: hand over records still inside a handler's batching window (the pump's
+        own loop passes False, and lets them wait as Lambda would).
         """
         started = time.monotonic()
+        self._flush = flush or self._urgent.is_set() or self._stop.is_set()
+        self._urgent.clear()
+        try:
+            return self._pass(started)
+        finally:
+            with self._idle:
+                self._passed_since = max(self._passed_since, started)
+                self._idle.notify_all()
+
+    def _pass(self, started: float) -> int:
         if not self._health.up(self._region):
             self._mark_idle(started)  # nothing can be read: nothing to wait for
             return 0
@@ -159,9 +185,16 @@ class StreamPump:
             except Exception:
                 logger.exception("reading the stream of %s failed", table)
                 self._by_table.pop(table, None)  # start again from the checkpoints
-        if not moved and not self._retrying():
+        if not moved and not self._retrying() and not self._holding():
             self._mark_idle(started)
         return moved
+
+    def _holding(self) -> bool:
+        """Whether a handler has records waiting out its batching window."""
+        return any(c.pending and not c.failing and self._bindings[i].window_s
+                   for stream in self._by_table.values()
+                   for shard in stream.shards.values()
+                   for i, c in shard.consumers.items())
 
     def _retrying(self) -> bool:
         """Whether a handler holds records it failed on and will be given again: the
@@ -264,6 +297,8 @@ class StreamPump:
             after = int(consumer.queued) if consumer.queued is not None else -1
             fresh = [r for r in converted if int(sequence_number(r)) > after]
             if fresh:
+                if not consumer.pending:
+                    consumer.waiting_since = time.monotonic()
                 consumer.pending.extend(fresh)
                 consumer.queued = sequence_number(fresh[-1])
 
@@ -271,6 +306,9 @@ class StreamPump:
         """Give a handler its pending records in batches; keep what it fails on."""
         if now < consumer.retry_at:
             return 0
+        if (binding.window_s and not self._flush and len(consumer.pending) < binding.batch_size
+                and now < consumer.waiting_since + binding.window_s):
+            return 0  # as Lambda: wait for a full batch, or the window's end
         handled = 0
         pending = consumer.pending
         while pending:
@@ -302,6 +340,22 @@ class StreamPump:
             self._idle_since = max(self._idle_since, started)
             self._idle.notify_all()
 
+    def catch_up(self, timeout_s: float) -> bool:
+        """Wait until a whole pass that began after this call has finished: the records
+        written before the call (up to one read per shard) have been handed over. The
+        pass runs at once, not at the pump's pace. False after `timeout_s`."""
+        since = time.monotonic()
+        deadline = since + timeout_s
+        self._urgent.set()
+        self.wake()
+        with self._idle:
+            while self._passed_since < since:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(min(remaining, 0.5))
+        return True
+
     def wait_caught_up(self, since: float, timeout_s: float) -> bool:
         """Wait until a whole pass that began after `since` (time.monotonic()) handled
         nothing and left no handler waiting to retry a batch it failed on: every change
@@ -310,6 +364,7 @@ class StreamPump:
         `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         if self._idle_since <= since:
+            self._urgent.set()  # records in a batching window are handed over now
             self.wake()  # no need to wait out an idle pause
         with self._idle:
             while self._idle_since <= since:

@@ -9,12 +9,10 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from chalice import Chalice
 
 from chalicelib.aws import Clients
-from chalicelib.clock import SystemClock
 from chalicelib.runtime import Runtime
 from chalicelib.settings import Settings
 from dmqlocal import chaos, counting, export_route, metrics_access, region_simulation
@@ -24,7 +22,6 @@ from dmqlocal.export_increments import IncrementalExporter
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
 from dmqlocal.front_door import FrontDoor
 from dmqlocal.handlers import (
-    ScheduleBinding,
     StreamBinding,
     local_schedule_bindings,
     local_stream_bindings,
@@ -36,11 +33,11 @@ from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.table_watch import RegionTables, TableWatch
-from dmqlocal.ttl_sweep import PERIOD_S as SWEEP_PERIOD_S
-from dmqlocal.ttl_sweep import sweep_binding
 from infra import provision
 
 logger = logging.getLogger("dmq.local")
+# How long a count read waits for its region's pump to take in the stream.
+COUNT_CATCH_UP_S = 1.0
 
 
 @dataclass
@@ -67,13 +64,12 @@ class LocalOptions:
 class _ClientSetup:
     """What opening a client region reuses of the start: the settings, the stream
     bindings (not the queues table's: a client region replicates nowhere), the data
-    folder, the export targets, and how many sweeps the configured regions have."""
+    folder and the export targets."""
 
     settings: Settings
     bindings: list[StreamBinding]
     data_dir: Path
     targets: list[ExportTarget]
-    sweeps_before: int
 
 
 class LocalDmq:
@@ -94,7 +90,6 @@ class LocalDmq:
         self.activity = Activity()  # requests wake the idle background loops
         self.chaos: chaos.FaultInjector | None = None
         self.push_loop: PushLoop | None = None
-        self._sweeps: list[ScheduleBinding] = []  # TTL for request records (ttl_sweep.py)
         self._hurried = False
         self._dynamodb_local: DynamoDBLocal | None = None  # kept for reports after the stop
         self.metrics: MetricsEndpoint | None = None  # GET /metrics (dmqlocal/metrics_access.py)
@@ -147,17 +142,14 @@ class LocalDmq:
             self._check_cancelled()
         self._client_setup = _ClientSetup(
             settings, [b for b in bindings if b.table != settings.queues_table],
-            Path(data_dir or ".dmq"), targets, len(self._sweeps))
-        self._sweeps.append(ScheduleBinding("sweep_request_records_client_regions",
-                                            self._sweep_client_regions, SWEEP_PERIOD_S))
+            Path(data_dir or ".dmq"), targets)
         if settings.data_dir:
             self.exporter = PeriodicExporter(
                 TableExporter(settings.data_dir, targets, self._archive_caught_up),
                 settings.export_interval_s, increments, self._archive_caught_up)
         self.scheduler = Scheduler(
             local_schedule_bindings(self._app, settings.failover_after_s,
-                                    self.options.schedule_scale, self._moves_busy)
-            + self._sweeps,
+                                    self.options.schedule_scale, self._moves_busy),
             self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)
@@ -189,6 +181,7 @@ class LocalDmq:
             self.exporter.start()
         self._runtime.open_client_regions(self._open_client_region if settings.any_region
                                           else None)
+        self._runtime.count_catch_up = self._catch_up_counts
         self.server.start()
         return self.server.url
 
@@ -215,8 +208,6 @@ class LocalDmq:
             )
 
         create_tables()
-        self._sweeps.append(sweep_binding(region, clients.dynamodb, settings.control_table,
-                                          SystemClock()))
         self._watched.append(RegionTables(
             region, clients.dynamodb,
             (settings.queues_table, settings.control_table,
@@ -246,7 +237,7 @@ class LocalDmq:
 
     def _open_client_region(self, region: str) -> None:
         """Open a region a client signed for (any region is served): its tables, stream
-        pump, request-record sweep and exports, as a configured region gets at start.
+        pump and exports, as a configured region gets at start.
         The runtime calls it once per region, under its lock."""
         setup = self._client_setup
         if setup is None or self.scheduler is None:
@@ -257,12 +248,12 @@ class LocalDmq:
         pump.start()
         self.activity.subscribe(pump.wake)
 
-    def _sweep_client_regions(self, event: Any, context: Any) -> None:
-        """The request-record sweeps of the client regions opened so far."""
-        setup = self._client_setup
-        for sweep in self._sweeps[setup.sweeps_before:] if setup is not None else ():
-            if sweep.handler != self._sweep_client_regions:
-                sweep.handler(event, context)
+    def _catch_up_counts(self, region: str) -> None:
+        """Let the region's counts take in what its streams hold now (a count read waits
+        for one pass of its pump, at most COUNT_CATCH_UP_S)."""
+        for pump in list(self.pumps):
+            if pump.region == region:
+                pump.catch_up(COUNT_CATCH_UP_S)
 
     def _archive_caught_up(self, since: float, timeout_s: float) -> bool:
         return all(p.wait_caught_up(since, timeout_s) for p in self.pumps)

@@ -24,6 +24,7 @@ from chalicelib.settings import Settings
 from dmqlocal.embedded import EmbeddedAws
 from dmqlocal.per_thread import serve_from_threads
 from infra import provision
+from tests.count_pumps import CountPumps
 
 ENDPOINT = "http://dmq.test"
 # Tests call the app from threads, as the local server does.
@@ -67,6 +68,7 @@ def aws(settings: Settings) -> Iterator[Clients]:
 def dmq(aws: Clients, settings: Settings, clock: FakeClock) -> Iterator[Client]:
     """The Chalice app on the test store and the fake clock, behind chalice.test.Client."""
     runtime.configure(settings, clock)
+    runtime.count_catch_up = CountPumps(settings)
     with Client(app) as client:
         yield client
     runtime.configure(None)

@@ -4,7 +4,7 @@ transactions that also record the task's progress.
 Each transaction deletes every moving message from the source (conditional on the
 `visible_at` it was read with, so a message a receiver claimed meanwhile stays), puts its
 new copy into its target (which may be another cluster's table: one transaction may span
-tables), moves the shard counts, and runs the caller's own write (the task's progress,
+tables), and runs the caller's own write (the task's progress,
 conditional on the task still running). Either all of it lands or none of it: a crash
 between two steps leaves every message exactly once, in the source or in its target, and
 the task's count matches. When conditions fail, the cancellation reasons say which: a
@@ -15,7 +15,6 @@ stopped (cancelled), and nothing more moves.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -30,10 +29,9 @@ from chalicelib.dynamo_batches import get_all, transact_write
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from chalicelib.backend.counters import ShardCounters
-
 ROUNDS = 5
-# A transaction holds at most 100 items: each move takes two, plus counters and progress.
+# A transaction holds at most 100 items: each move takes two, plus the progress write
+# (25 a chunk keeps a task's progress fine-grained).
 CHUNK = 25
 _CONDITION = "ConditionalCheckFailed"
 
@@ -64,10 +62,9 @@ ProgressOp = Callable[[int, int], dict[str, Any]]
 class BatchMoves:
     """Runs redrive moves out of one messages table."""
 
-    def __init__(self, client: DynamoDBClient, table: str, counters: ShardCounters) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._db = client
         self._table = table
-        self._counters = counters
 
     def read(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> list[Item]:
         """Consistent BatchGetItem of one shard's items (bounded retries), in the order
@@ -127,9 +124,4 @@ class BatchMoves:
             "Item": items.to_item(m.target_queue_id, m.target_shard, m.message),
             "ConditionExpression": "attribute_not_exists(sk)",
         }} for m in moves]
-        added = Counter((m.target_table, items.partition_key(m.target_queue_id, m.target_shard))
-                        for m in moves)
-        counts = [self._counters.add_op(self._table, items.partition_key(queue_id, shard),
-                                        -len(moves))]
-        counts += [self._counters.add_op(table, pk, n) for (table, pk), n in added.items()]
-        return deletes + puts + counts
+        return deletes + puts

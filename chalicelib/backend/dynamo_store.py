@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -11,8 +10,9 @@ from chalicelib.backend import items
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_values
 from chalicelib.backend.dynamo_moves import BatchMoves, Move, MoveOutcome, ProgressOp
+from chalicelib.backend.dynamo_sends import DynamoSends
 from chalicelib.backend.items import VISIBLE_INDEX, Item
-from chalicelib.backend.store import CandidatePage, VisibilityChange
+from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
 from chalicelib.domain.exceptions import (
     ConditionFailedError,
     StoreError,
@@ -31,16 +31,17 @@ if TYPE_CHECKING:
     from chalicelib.backend.counters import ShardCounters
 
 _BATCH_RETRIES = 5
-# A transaction holds at most 100 items: expiry deletes go in chunks, with room for the
-# counter updates of their shards.
-_EXPIRY_CHUNK = 50
+# Items a peek reads of each shard, to return the oldest of them by send time.
+PEEK_SAMPLE = 100
+# A transaction holds at most 100 items: expiry deletes go in chunks of that.
+_EXPIRY_CHUNK = 100
 
 
 class DynamoMessageStore:
     """MessageStore over one messages table (a cluster) and its S3 body bucket.
 
-    Every write that adds or removes messages also changes their shard's counter
-    (`counters`), which is what `count` reads.
+    Each call is the one store request (or batch) it needs: counts are kept from the
+    table's stream (`chalicelib.backend.counters`), which is what `count` reads.
     """
 
     def __init__(
@@ -52,7 +53,7 @@ class DynamoMessageStore:
         self._bodies = bodies
         self._inline_limit = inline_limit
         self._claims = BatchClaims(client, table, self._load)
-        self._moves = BatchMoves(client, table, counters)
+        self._moves = BatchMoves(client, table)
         self._counters = counters
 
     # -- what the FIFO store (`chalicelib.backend.fifo_store`) builds on -------------------
@@ -63,7 +64,7 @@ class DynamoMessageStore:
 
     @property
     def counters(self) -> ShardCounters:
-        """The shard counters this table's writes keep."""
+        """The shard counts of this table (kept from its stream)."""
         return self._counters
 
     def offload(self, queue_id: str, message: Message) -> Message:
@@ -80,10 +81,8 @@ class DynamoMessageStore:
 
     # -- writes ---------------------------------------------------------------------------
     def put_messages(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> set[str]:
-        """BatchWriteItem (any shards in one call) with retries; large bodies go to S3 first.
-
-        Then one counter update per shard written to: a fault in between undercounts.
-        """
+        """One PutItem, or BatchWriteItem (any shards in one call) with retries; large
+        bodies go to S3 first."""
         requests = [
             {"PutRequest": {"Item": items.to_item(queue_id, shard, self._offload(queue_id, m))}}
             for shard, m in placed
@@ -95,31 +94,25 @@ class DynamoMessageStore:
         else:
             unprocessed = self._batch_write(requests)
             unstored = {str(r["PutRequest"]["Item"]["sk"]["S"]) for r in unprocessed}
-        self._count_puts(queue_id, [(s, m) for s, m in placed if m.message_id not in unstored])
         return unstored
-
-    def _count_puts(self, queue_id: str, written: Sequence[tuple[int, Message]]) -> None:
-        per_shard = Counter(shard for shard, _ in written)
-        for shard, added in per_shard.items():
-            self._counters.add_quietly(self.table, items.partition_key(queue_id, shard), added)
 
     def put_if_absent(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> None:
         """One conditional PutItem per message: a copy the stream already applied (and
-        maybe moved on) is never overwritten with the message as it was sent. Only the
-        messages actually written are counted."""
-        written: list[tuple[int, Message]] = []
-        try:
-            for shard, message in placed:
-                item = items.to_item(queue_id, shard, self._offload(queue_id, message))
-                try:
-                    with translate_errors():
-                        self._db.put_item(TableName=self.table, Item=item,
-                                          ConditionExpression="attribute_not_exists(sk)")
-                except ConditionFailedError:
-                    continue  # the stream already wrote this copy: it stands, uncounted
-                written.append((shard, message))
-        finally:
-            self._count_puts(queue_id, written)
+        maybe moved on) is never overwritten with the message as it was sent."""
+        for shard, message in placed:
+            item = items.to_item(queue_id, shard, self._offload(queue_id, message))
+            try:
+                with translate_errors():
+                    self._db.put_item(TableName=self.table, Item=item,
+                                      ConditionExpression="attribute_not_exists(sk)")
+            except ConditionFailedError:
+                continue  # the stream already wrote this copy: it stands
+
+    def put_new(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> NewPuts:
+        """Conditional puts of messages whose keys may be taken already (request
+        deduplication): one request per ten messages, see `dynamo_sends`."""
+        return DynamoSends(self._db, self.table, self._offload, self._bodies).put(
+            queue_id, placed)
 
     def _offload(self, queue_id: str, message: Message) -> Message:
         """A body past the inline limit goes to S3; so do attributes too large for the item."""
@@ -216,8 +209,7 @@ class DynamoMessageStore:
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,
         target_shard: int, target_retention_ms: int, now_ms: int, source_arn: str | None = None,
     ) -> bool:
-        """TransactWriteItems: delete at the source (if unchanged) and put at the target,
-        moving one message from the source shard's count to the target's."""
+        """TransactWriteItems: delete at the source (if unchanged) and put at the target."""
         source_key = items.key(queue_id, shard, candidate.message_id)
         with translate_errors():
             found = self._db.get_item(TableName=self.table, Key=source_key, ConsistentRead=True)
@@ -235,9 +227,6 @@ class DynamoMessageStore:
                         "ConditionExpression": "visible_at = :seen",
                         "ExpressionAttributeValues": {":seen": {"N": str(candidate.visible_at)}}}},
             {"Put": {"TableName": self.table, "Item": target_item}},
-            self._counters.add_op(self.table, items.partition_key(queue_id, shard), -1),
-            self._counters.add_op(self.table, items.partition_key(target_queue_id, target_shard),
-                                  1),
         ]
         try:
             transact_write(self._db, ops)
@@ -276,26 +265,24 @@ class DynamoMessageStore:
 
     # -- delete and visibility ---------------------------------------------------------------
     def delete_expired(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> None:
-        """Transactions of deletes of expired messages and their count (best effort: the
-        sweeper retries). A delete is conditional on the item being there, so that two
-        sweeps (or a sweep and a receive) meeting one message count it out once."""
+        """Transactions of conditional deletes of expired messages (best effort: the
+        sweeper retries); a message already gone fails its condition and is left out."""
         ops = [{"Delete": {"TableName": self.table, "Key": items.key(queue_id, shard, m),
                            "ConditionExpression": "attribute_exists(sk)"}}
                for m in dict.fromkeys(message_ids)]
         for start in range(0, len(ops), _EXPIRY_CHUNK):
-            self._conditional(ops[start:start + _EXPIRY_CHUNK], counted=True)
+            self._conditional(ops[start:start + _EXPIRY_CHUNK])
 
     def delete_claimed(self, refs: Sequence[MessageRef], any_claim: bool = False) -> None:
-        """Conditional deletes on the claim token, batched in one transaction per pass.
+        """Conditional deletes on the claim token: one DeleteItem, or one transaction per
+        pass for several.
 
         Two handles of one message (a stale one and the latest) go in separate passes:
         a transaction may touch an item only once, and the latest one must still delete.
-        Each transaction also subtracts its deletes from their shards' counts.
         """
         unique = list(dict.fromkeys(refs))
         for group in _distinct_passes(unique):
-            self._conditional([_delete_op(self.table, unique[i], any_claim) for i in group],
-                              counted=True)
+            self._conditional([_delete_op(self.table, unique[i], any_claim) for i in group])
 
     def change_visibility(
         self, changes: Sequence[VisibilityChange], now_ms: int
@@ -312,35 +299,28 @@ class DynamoMessageStore:
                 outcomes[index] = _visibility_outcome(old, changes[index])
         return outcomes
 
-    def _conditional(
-        self, ops: list[dict[str, Any]], counted: bool = False
-    ) -> dict[int, Item | None]:
+    def _conditional(self, ops: list[dict[str, Any]]) -> dict[int, Item | None]:
         """Run conditional writes; return {op index: old item or None} for failed conditions.
 
-        A single uncounted write is a plain call. Otherwise the writes go in one
-        transaction; when some conditions fail, the transaction is cancelled and the
-        others run again. `counted` deletes carry their shards' counter updates, made
-        again for each round from the deletes it holds.
+        A single write is a plain call. Otherwise the writes go in one transaction; when
+        some conditions fail, the transaction is cancelled and the others run again.
         """
         failed: dict[int, Item | None] = {}
         pending = list(range(len(ops)))
         for _ in range(_BATCH_RETRIES):
             if not pending:
                 break
-            pending = self._conditional_round(ops, pending, failed, counted)
+            pending = self._conditional_round(ops, pending, failed)
         if pending:
             raise StoreUnavailableError("conditional writes kept conflicting")
         return failed
 
     def _conditional_round(
         self, ops: list[dict[str, Any]], pending: list[int], failed: dict[int, Item | None],
-        counted: bool,
     ) -> list[int]:
-        if len(pending) == 1 and not counted:
+        if len(pending) == 1:
             return self._conditional_single(ops, pending[0], failed)
         chosen = [ops[i] for i in pending]
-        if counted:
-            chosen += self._removal_counts(chosen)
         try:
             transact_write(self._db, chosen)
         except TransactionCancelledError as exc:
@@ -352,11 +332,6 @@ class DynamoMessageStore:
                     retry.append(index)
             return retry
         return []
-
-    def _removal_counts(self, deletes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Counter updates subtracting `deletes` from their shards (one per shard)."""
-        per_shard = Counter(str(op["Delete"]["Key"]["pk"]["S"]) for op in deletes)
-        return [self._counters.add_op(self.table, pk, -n) for pk, n in per_shard.items()]
 
     def _conditional_single(
         self, ops: list[dict[str, Any]], index: int, failed: dict[int, Item | None]
@@ -407,14 +382,17 @@ class DynamoMessageStore:
                 return
 
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
-        """Query the base table in sort-key (send) order; bodies in S3 are loaded too."""
+        """The oldest by `sent_ms` among the first PEEK_SAMPLE items of the shard, in one
+        Query: message ids do not sort in send order (a deduplicated send's id is a hash),
+        so a shard holding more is sampled. Bodies in S3 are loaded for those returned."""
         with translate_errors():
             result = self._db.query(
                 TableName=self.table, KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues={":pk": {"S": items.partition_key(queue_id, shard)}},
-                Limit=limit,
+                Limit=max(limit, PEEK_SAMPLE),
             )
-        return [self._load(item) for item in result.get("Items", [])]
+        oldest = sorted(result.get("Items", []), key=_send_order)[:limit]
+        return [self._load(item) for item in oldest]
 
     def is_empty(self, queue_id: str, shard: int) -> bool:
         """One index Query of at most one key: every live message has a `visible_at`."""
@@ -427,8 +405,7 @@ class DynamoMessageStore:
         return int(result.get("Count", 0)) == 0
 
     def purge(self, queue_id: str, shard: int) -> int:
-        """Delete every message of a shard, 25 keys to a BatchWriteItem, and subtract them
-        from its count (page by page, so a purge that fails midway counts what it did)."""
+        """Delete every message of a shard, 25 keys to a BatchWriteItem, page by page."""
         deleted = 0
         values = {":pk": {"S": items.partition_key(queue_id, shard)}}
         for page in self._pages(KeyConditionExpression="pk = :pk",
@@ -437,11 +414,14 @@ class DynamoMessageStore:
             keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}}
                     for i in page.get("Items", [])]
             left = self._batch_write(keys)
-            self._counters.add(self.table, values[":pk"]["S"], len(left) - len(keys))
             if left:
                 raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
             deleted += len(keys)
         return deleted
+
+
+def _send_order(item: Item) -> tuple[int, str]:
+    return int(item.get("sent_ms", {}).get("N", "0")), str(item["sk"]["S"])
 
 
 def _distinct_passes(refs: Sequence[MessageRef]) -> list[list[int]]:

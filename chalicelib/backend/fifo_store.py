@@ -6,7 +6,7 @@ TransactWriteItems:
 - a send puts each message with its dedup item (conditional on no live dedup item) and
   updates its group item (message count `n`, last sequence number `last`, conditional on
   `last` being older than the batch's first number, so that a group's messages are
-  committed in sequence order even with concurrent senders), plus the shard's counter;
+  committed in sequence order even with concurrent senders);
 - a receive claims the group item (conditional on the `visible_at` it read: one winner)
   together with the first messages of the group, and records the receive attempt;
 - a delete removes the message (conditional on it being in flight) and takes it out of
@@ -204,10 +204,6 @@ class FifoStore:
             groups.setdefault((shard, message.group_id or ""), []).append(message)
         for (shard, group), messages in groups.items():
             ops.append(self._group_append(queue_id, shard, group, messages))
-            owners.append(None)
-        for shard, count in per_shard.items():
-            ops.append(self._base.counters.add_op(
-                self.table, items.partition_key(queue_id, shard), count))
             owners.append(None)
         try:
             transact_write(self._db, ops)
@@ -418,7 +414,6 @@ class FifoStore:
                                                ":last": item["last"]})
         except ConditionFailedError:
             return
-        self._base.counters.add(self.table, key["pk"]["S"], -max(0, int(item["n"]["N"])))
 
     def remove_head(self, queue_id: str, group: GroupState, entries: Sequence[FifoEntry]) -> bool:
         """Delete messages at the head of an unheld group (expired ones), one transaction."""
@@ -430,7 +425,6 @@ class FifoStore:
                                           ":minus": _n(-len(entries))}}}]
         ops += [{"Delete": {"TableName": self.table, "Key": self._key(pk, e.sort_key)}}
                 for e in entries]
-        ops.append(self._base.counters.add_op(self.table, pk, -len(entries)))
         try:
             transact_write(self._db, ops)
         except TransactionCancelledError:
@@ -459,9 +453,6 @@ class FifoStore:
             {"Put": {"TableName": self.table,
                      "Item": self._message_item(target_queue_id, target_shard, copy)}},
             self._group_append(target_queue_id, target_shard, copy.group_id or "", [copy]),
-            self._base.counters.add_op(self.table, pk, -1),
-            self._base.counters.add_op(
-                self.table, items.partition_key(target_queue_id, target_shard), 1),
         ]
         try:
             transact_write(self._db, ops)
@@ -588,11 +579,6 @@ class FifoStore:
         for (pk, group), mine in groups.items():
             ops.append(self._group_delete_op(pk, group, mine, (pk, group) in plain, now_ms))
             owners.append((pk, group))
-        per_shard: Counter[str] = Counter()
-        for (pk, _group), mine in groups.items():
-            per_shard[pk] += len(mine)
-        ops += [self._base.counters.add_op(self.table, pk, -count)
-                for pk, count in per_shard.items()]
         try:
             transact_write(self._db, ops)
         except TransactionCancelledError as exc:
@@ -776,7 +762,6 @@ class FifoStore:
                         for i in page.get("Items", [])]
                 left = self._base.batch_write(keys) if keys else []
                 if prefix == fifo.MESSAGE_PREFIX:
-                    self._base.counters.add(self.table, pk, len(left) - len(keys))
                     deleted += len(keys) - len(left)
                 start = page.get("LastEvaluatedKey")
                 if not start:

@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.backend.counters import ShardCounters
 from chalicelib.domain.exceptions import ConditionFailedError
 from chalicelib.dynamo_errors import translate_errors
 
@@ -88,18 +87,12 @@ def newest_per_key(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, An
 class ReplicaApplier:
     """Writes DynamoDB stream records (Lambda event format) into the same-named table
     of the region `client` talks to: one conditional PutItem per item key in a batch.
-
-    With `counters`, a message that appears or disappears in the replica also changes
-    its shard's count there (one more UpdateItem; changes of a live item cost nothing).
+    The replica's own stream keeps its counts (`chalicelib.backend.counters`).
     """
 
-    def __init__(
-        self, client: DynamoDBClient, now_ms: Callable[[], int],
-        counters: ShardCounters | None = None,
-    ) -> None:
+    def __init__(self, client: DynamoDBClient, now_ms: Callable[[], int]) -> None:
         self._db = client
         self._now_ms = now_ms
-        self._counters = counters
 
     def apply(self, table: str, records: Sequence[Mapping[str, Any]]) -> ApplyResult:
         """Apply one batch of `table`'s stream records.
@@ -136,24 +129,12 @@ class ReplicaApplier:
         item[SEQ] = {"S": seq}
         try:
             with translate_errors():
-                old = self._db.put_item(
+                self._db.put_item(
                     TableName=table, Item=item, ConditionExpression=_CONDITION,
                     # Any key attribute will do: an item that exists has all of them.
                     ExpressionAttributeNames={"#k": next(iter(keys)), "#seq": SEQ},
                     ExpressionAttributeValues={":seq": {"S": seq}},
-                    ReturnValues="ALL_OLD",
-                ).get("Attributes")
+                )
         except ConditionFailedError:
             return False
-        self._count(table, keys, old, item)
         return True
-
-    def _count(
-        self, table: str, keys: Mapping[str, Any], old: Mapping[str, Any] | None,
-        new: Mapping[str, Any],
-    ) -> None:
-        """+1 when a message appeared in the replica, -1 when one was removed."""
-        if self._counters is None or "pk" not in keys:
-            return
-        delta = int(not is_tombstone(new)) - int(bool(old) and not is_tombstone(old or {}))
-        self._counters.add_quietly(table, str(keys["pk"]["S"]), delta)

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.replica import SEQ, TOMB, padded
 from chalicelib.dynamo_batches import Retry, write_all
 from chalicelib.dynamo_errors import translate_errors
@@ -69,12 +68,10 @@ def _write(client: DynamoDBClient, table: str, requests: list[dict[str, Any]]) -
 
 def resync_partition(
     home: DynamoDBClient, rejoining: DynamoDBClient, table: str, pk: str,
-    control_table: str | None = None,
 ) -> ResyncResult:
     """Make the rejoining region's partition a copy of the home's; recover orphans first.
 
-    With `control_table`, the home's shard count gains the recovered messages and the
-    rejoining region's is set to what it now holds (the resync also repairs its drift).
+    Each region's stream counts what these writes change (`chalicelib.backend.counters`).
     """
     result = ResyncResult()
     at_home = {str(i["sk"]["S"]): i for i in _items(home, table, pk)}
@@ -83,8 +80,6 @@ def resync_partition(
     _write(home, table, [{"PutRequest": {"Item": {k: v for k, v in i.items() if k != SEQ}}}
                          for i in orphans])
     result.recovered = len(orphans)
-    if control_table and orphans:
-        ShardCounters(home, control_table).add_quietly(table, pk, result.recovered)
     for item in orphans:
         at_home[str(item["sk"]["S"])] = item
     base = padded("0")
@@ -95,7 +90,4 @@ def resync_partition(
     _write(rejoining, table, [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}}
                               for i in leftovers])
     result.removed = len(leftovers)
-    if control_table:
-        live = sum(1 for i in at_home.values() if TOMB not in i)
-        ShardCounters(rejoining, control_table).reset(table, pk, live)
     return result

@@ -32,6 +32,16 @@ class VisibilityChange:
     any_claim: bool = False
 
 
+@dataclass(frozen=True)
+class NewPuts:
+    """What writing new messages only where none stands did, by message id: `written`,
+    or `existing` (an item held the key already: the message a first attempt of the same
+    request stored)."""
+
+    written: frozenset[str] = frozenset()
+    existing: frozenset[str] = frozenset()
+
+
 class MessageStore(Protocol):
     """Primitives over one messages table; all queue logic lives above them."""
 
@@ -43,6 +53,13 @@ class MessageStore(Protocol):
 
     def put_if_absent(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> None:
         """Write messages that are not there yet (sync replication); never overwrite."""
+        ...
+
+    def put_new(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> NewPuts:
+        """Store new messages, each only if no item holds its key (a message of a
+        deduplicated send, whose retry names the same keys); one conditional request for
+        one message, one per ten for more. An item that stands is left as it is. Raises a
+        StoreError when the writes cannot be made (nothing is then known unwritten)."""
         ...
 
     def find_candidates(
@@ -99,7 +116,9 @@ class MessageStore(Protocol):
         ...
 
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
-        """The oldest messages of a shard in send order, without claiming them."""
+        """The oldest messages of a shard by send time (`sent_ms`, then id), without
+        claiming them. Message ids do not sort in send order, so a store that cannot
+        read a whole shard at a bounded cost returns the oldest of a bounded sample."""
         ...
 
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
 import uuid
@@ -156,7 +158,9 @@ _last_id: list[int] = [0, 0]  # the last id's millisecond and its 12-bit sequenc
 def new_message_id(now_ms: int) -> str:
     """A UUIDv7: 48 bits of send time, then a 12-bit sequence within the millisecond.
 
-    Ids from one process sort in send order even within a millisecond.
+    Ids from one process sort in send order even within a millisecond. Ids derived from a
+    request (`derived_message_id`) do not: nothing may take the order of message ids (the
+    sort keys) for the order of sends; `sent_ms` is that order.
     """
     with _ID_LOCK:
         millis, sequence = _last_id
@@ -167,6 +171,19 @@ def new_message_id(now_ms: int) -> str:
         _last_id[:] = [millis, sequence]
     value = bytearray(millis.to_bytes(6, "big") + sequence.to_bytes(2, "big") + os.urandom(8))
     value[6] = (value[6] & 0x0F) | 0x70  # version 7
+    value[8] = (value[8] & 0x3F) | 0x80  # RFC 4122 variant
+    return str(uuid.UUID(bytes=bytes(value)))
+
+
+def derived_message_id(*parts: str) -> str:
+    """A UUIDv8 (RFC 9562) made of the SHA-256 of `parts`: the same parts give the same id.
+
+    Request deduplication names a message by the request that sent it, so that a retry of
+    that request names the same message (docs/request-dedup.md).
+    """
+    digest = hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode("utf-8")).digest()
+    value = bytearray(digest[:16])
+    value[6] = (value[6] & 0x0F) | 0x80  # version 8
     value[8] = (value[8] & 0x3F) | 0x80  # RFC 4122 variant
     return str(uuid.UUID(bytes=bytes(value)))
 

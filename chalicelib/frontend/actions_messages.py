@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from typing import Any
 
 from chalicelib.domain.messages import AttributeValue, Message
@@ -16,6 +15,7 @@ from chalicelib.frontend.services import Services
 from chalicelib.service.checksums import md5_of_attributes
 from chalicelib.service.exceptions import InvalidParameterValueError
 from chalicelib.service.messages import EntryFailure, HandleEntry, Received, SendRequest
+from chalicelib.service.request_dedup import SendCall
 
 Response = dict[str, Any]
 # The message system attributes ReceiveMessage can return (botocore's
@@ -52,13 +52,12 @@ def _sent(message: Message) -> Response:
     return result
 
 
-def _once(svc: Services, ctx: RequestContext, queue: QueueRecord, action: str, p: Params,
-          send: Callable[[], Response]) -> Response:
-    """The send's response, or for an SDK retry of a send already served, its first
-    response (request deduplication of standard queues, docs/request-dedup.md)."""
+def _call(svc: Services, ctx: RequestContext, queue: QueueRecord, action: str) -> SendCall | None:
+    """The send as a call to deduplicate (docs/request-dedup.md): its messages' ids and
+    places follow from the request, so an SDK retry finds them stored. None when off."""
     if svc.request_dedup is None:
-        return send()
-    return svc.request_dedup.once(queue, ctx.account, action, ctx.invocation_id, p.data, send)
+        return None
+    return svc.request_dedup.call(queue, ctx.account, action, ctx.invocation_id)
 
 
 def send_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
@@ -67,8 +66,7 @@ def send_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
     if p.raw("MessageBody") is None:
         p.required_str("MessageBody")
     request = _send_request(p, trace_header=ctx.trace_header)
-    return _once(svc, ctx, queue, "SendMessage", p,
-                 lambda: _sent(svc.messages.send(queue, request)))
+    return _sent(svc.messages.send(queue, request, _call(svc, ctx, queue, "SendMessage")))
 
 
 def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Response:
@@ -76,15 +74,12 @@ def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Respons
     queue = queue_of(svc, ctx, p)
     entries = batch_entries(p, "SendMessageBatchRequestEntry")
     requests = [_send_request(e, e.required_str("Id"), ctx.trace_header) for e in entries]
-
-    def send() -> Response:
-        sent, failures = svc.messages.send_batch(queue, requests)
-        return {
-            "Successful": [{"Id": entry_id, **_sent(m)} for entry_id, m in sent],
-            "Failed": failed_entries(failures),
-        }
-
-    return _once(svc, ctx, queue, "SendMessageBatch", p, send)
+    sent, failures = svc.messages.send_batch(
+        queue, requests, _call(svc, ctx, queue, "SendMessageBatch"))
+    return {
+        "Successful": [{"Id": entry_id, **_sent(m)} for entry_id, m in sent],
+        "Failed": failed_entries(failures),
+    }
 
 
 def _bounded(p: Params, name: str, low: int, high: int) -> int | None:

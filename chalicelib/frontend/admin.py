@@ -37,7 +37,7 @@ def list_queues(services: Services) -> dict[str, Any]:
 def describe_queue(services: Services, account: str, name: str) -> dict[str, Any]:
     """One queue's record and its approximate counts."""
     queue = services.queues.get(account, name)
-    counts = services.messages.counts(queue)
+    counts = services.messages.counts(queue, fresh=True)
     return {**_record(queue), "visible": counts.visible, "in_flight": counts.in_flight,
             "delayed": counts.delayed}
 

@@ -1,10 +1,11 @@
 """Each queue's gauges: its visible, in-flight and delayed messages and the age of its
 oldest message, read as GetQueueAttributes reads them.
 
-The counts come from the store's sharded counters, less the hidden part of the
+The counts come from the shard counts the stream keeps, less the hidden part of the
 visibility index, so their cost never grows with the visible backlog; the oldest age is
-the head of each shard in send order, one item per shard (a FIFO shard keeps its
-messages by group, so there it is the oldest of the first `FIFO_HEADS` heads).
+the oldest message by send time of a bounded read of each shard (message ids do not
+order sends; a FIFO shard keeps its messages by group, so there it is the oldest of the
+first `FIFO_HEADS` heads).
 """
 
 from __future__ import annotations

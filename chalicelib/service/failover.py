@@ -207,8 +207,7 @@ class FailoverManager:
         for shard in queue.shards:
             table = self._settings.cluster_table(shard.cluster)
             result = resync_partition(home.clients.dynamodb, local.clients.dynamodb, table,
-                                      partition_key(queue.queue_id, shard.id),
-                                      self._settings.control_table)
+                                      partition_key(queue.queue_id, shard.id))
             recovered += result.recovered
         if recovered:
             logger.warning("rejoin of %s recovered %d messages into %s", queue.queue_id,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import logging
 import random
 import threading
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from chalicelib import observability
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.fifo_store import FifoStore
-from chalicelib.backend.store import CandidatePage, VisibilityChange
+from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
 from chalicelib.domain.exceptions import StoreError
@@ -44,6 +47,7 @@ from chalicelib.service.exceptions import (
 )
 from chalicelib.service.frontier import Frontier
 from chalicelib.service.receipts import ReceiptCodec
+from chalicelib.service.request_dedup import SendCall, shard_for
 
 _CLAIM_ROUNDS = 3
 # A shard with nothing visible is skipped by this process's receives until its next hidden
@@ -69,6 +73,23 @@ class SendRequest:
     trace_header: str | None = None
     message_group_id: str | None = None
     deduplication_id: str | None = None
+
+    def digest(self) -> str:
+        """A digest of the parameters the message is made of (request deduplication: the
+        same entry sent again has the same one). The trace header is a header of the
+        request, which an SDK's retry may change, not a parameter: it is left out."""
+        text = json.dumps([self.body, self.delay_seconds, _listed(self.attributes),
+                           _listed(self.system_attributes), self.message_group_id,
+                           self.deduplication_id], separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _listed(attributes: Mapping[str, AttributeValue]) -> list[list[str | None]]:
+    """Message attributes as plain data, in name order."""
+    return [[name, value.data_type, value.string_value,
+             base64.b64encode(value.binary_value).decode() if value.binary_value is not None
+             else None]
+            for name, value in sorted(attributes.items())]
 
 
 @dataclass(frozen=True)
@@ -115,6 +136,10 @@ QueueByArn = Callable[[str], QueueRecord | None]
 SyncReplicate = Callable[[QueueRecord, str, Sequence[tuple[int, Message]]], None]
 
 
+def _nothing() -> None:
+    """No stream reader to wait for."""
+
+
 def _no_replicas(queue: QueueRecord, cluster: str, placed: Sequence[tuple[int, Message]]) -> None:
     """The default when nothing replicates synchronously."""
 
@@ -148,9 +173,14 @@ class MessageService:
         self._empty_until: dict[tuple[str, int], int] = {}
         self._writes: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
+        # Counts are kept from the stream. Where a process can wait for its stream
+        # reader (the local server), this waits until what was written before the call
+        # is counted; elsewhere (Lambda) it does nothing and counts trail by the stream.
+        self.catch_up_counts: Callable[[], None] = _nothing
 
     # -- send --------------------------------------------------------------------------
-    def _prepare(self, queue: QueueRecord, request: SendRequest, now: int) -> Message:
+    def _prepare(self, queue: QueueRecord, request: SendRequest, now: int,
+                 message_id: str | None = None) -> Message:
         body = rules.check_body(request.body)
         rules.check_attributes(request.attributes)
         rules.check_system_attributes(request.system_attributes)
@@ -164,7 +194,7 @@ class MessageService:
         if request.trace_header and rules.TRACE_HEADER not in system:
             system[rules.TRACE_HEADER] = AttributeValue("String", request.trace_header)
         return Message(
-            message_id=new_message_id(now),
+            message_id=message_id or new_message_id(now),
             body=body,
             body_md5=md5_of_body(body),
             sent_ms=now,
@@ -179,33 +209,43 @@ class MessageService:
             group_id=request.message_group_id,
         )
 
-    def _prepare_any(self, queue: QueueRecord, request: SendRequest, now: int) -> Message:
-        """A standard or FIFO message, validated; FIFO ones carry their group and dedup id."""
+    def _prepare_any(self, queue: QueueRecord, request: SendRequest, now: int,
+                     call: SendCall | None = None) -> Message:
+        """A standard or FIFO message, validated; FIFO ones carry their group and dedup id.
+        A standard message of a deduplicated `call` gets the id the call derives for it."""
         if not fifo_rules.is_fifo(queue):
             fifo_rules.check_standard_send(request.deduplication_id)
-            return self._prepare(queue, request, now)
+            message_id = call.message_id(request.entry_id, request.digest()) if call else None
+            return self._prepare(queue, request, now, message_id)
         message = self._prepare(queue, replace(request, delay_seconds=None), now)
         fifo_rules.check_fifo_send(queue, request.message_group_id, request.deduplication_id,
                                    request.delay_seconds)
         return fifo_rules.with_fifo_ids(queue, message, request.message_group_id or "",
                                         request.deduplication_id, now)
 
-    def send(self, queue: QueueRecord, request: SendRequest) -> Message:
-        """SendMessage: validate, store, wake long polls. Raises the SQS error on failure."""
-        message = self._prepare_any(queue, request, self._clock.now_ms())
+    def send(self, queue: QueueRecord, request: SendRequest,
+             call: SendCall | None = None) -> Message:
+        """SendMessage: validate, store, wake long polls. Raises the SQS error on failure.
+
+        With `call` (request deduplication, standard queues), a message its first attempt
+        stored already is answered as sent, unchanged, and not enqueued again."""
+        message = self._prepare_any(queue, request, self._clock.now_ms(), call)
         if fifo_rules.is_fifo(queue):
             (stored,) = self._fifo.store(queue, self._seal(queue, [message]))
             self._wakeups.notify(queue.queue_id)
             return stored
-        if self._store_spread(queue, self._seal(queue, [message])):
+        unstored, wrote = self._store_standard(queue, [message], call)
+        if unstored:
             raise ServiceUnavailableError("The message could not be stored; retry the request.")
-        self._wakeups.notify(queue.queue_id)
+        if wrote:
+            self._wakeups.notify(queue.queue_id)
         return message
 
     def send_batch(
-        self, queue: QueueRecord, requests: Sequence[SendRequest]
+        self, queue: QueueRecord, requests: Sequence[SendRequest], call: SendCall | None = None,
     ) -> tuple[list[tuple[str, Message]], list[EntryFailure]]:
-        """SendMessageBatch: valid entries are stored in one batch, the rest fail alone."""
+        """SendMessageBatch: valid entries are stored in one batch, the rest fail alone
+        (`call`: as for `send`, entry by entry)."""
         total = sum(rules.message_size(r.body or "", r.attributes) for r in requests)
         if total > MAX_MESSAGE_SIZE:
             raise BatchRequestTooLongError(
@@ -220,7 +260,8 @@ class MessageService:
         failures: list[EntryFailure] = []
         for request in requests:
             try:
-                prepared.append((request.entry_id, self._prepare_any(queue, request, now)))
+                prepared.append((request.entry_id,
+                                 self._prepare_any(queue, request, now, call)))
             except SqsError as error:
                 failures.append(EntryFailure.of(request.entry_id, error))
         if fifo_rules.is_fifo(queue):
@@ -228,15 +269,26 @@ class MessageService:
             if stored:
                 self._wakeups.notify(queue.queue_id)
             return [(e, m) for (e, _), m in zip(prepared, stored, strict=True)], failures
-        unstored = self._store_spread(queue, self._seal(queue, [m for _, m in prepared]))
+        unstored, wrote = self._store_standard(queue, [m for _, m in prepared], call)
         sent = [(e, m) for e, m in prepared if m.message_id not in unstored]
         failures += [
             EntryFailure(e, ServiceUnavailableError("The message could not be stored; retry."))
             for e, m in prepared if m.message_id in unstored
         ]
-        if sent:
+        if wrote:
             self._wakeups.notify(queue.queue_id)
         return sent, failures
+
+    def _store_standard(
+        self, queue: QueueRecord, messages: list[Message], call: SendCall | None,
+    ) -> tuple[set[str], bool]:
+        """Store a standard queue's new messages; the ids not stored, and whether any
+        message was written (a retry's messages, stored already, are not)."""
+        sealed = self._seal(queue, messages)
+        if call is None:
+            unstored = self._store_spread(queue, sealed)
+            return unstored, len(unstored) < len(messages)
+        return set(), bool(self._store_once(queue, call, sealed).written)
 
     def _seal(self, queue: QueueRecord, messages: list[Message]) -> list[Message]:
         """The messages as the stores keep them (encrypted when the queue is)."""
@@ -264,6 +316,23 @@ class MessageService:
         stored = [(s, m) for s, m in placed if m.message_id not in unstored]
         self._sync_replicas(queue, cluster, stored)
         return unstored
+
+    def _store_once(self, queue: QueueRecord, call: SendCall, messages: list[Message]) -> NewPuts:
+        """Store the messages of a deduplicated call where their ids place them: the
+        call's cluster, the shard each id hashes to. A retry of the call finds the keys
+        taken and writes nothing; only what was written is replicated and marked."""
+        if not messages:
+            return NewPuts()
+        cluster = call.cluster(queue)
+        shards = [s for s in queue.active_shards if s.cluster == cluster]
+        placed = [(shard_for(m.message_id, shards), m) for m in messages]
+        placed = self.fairness.steer(queue.queue_id, placed, self._clock.now_ms())
+        puts = self._stores.of(cluster).put_new(queue.queue_id, placed)
+        written = [(s, m) for s, m in placed if m.message_id in puts.written]
+        for shard_id in {fairness.slot_of(shard_id, m) for shard_id, m in written}:
+            self._touch(queue.queue_id, shard_id)
+        self._sync_replicas(queue, cluster, written)
+        return puts
 
     def _touch(self, queue_id: str, shard_id: int) -> None:
         """This process wrote to the shard: it is no longer known to be empty."""
@@ -659,10 +728,14 @@ class MessageService:
         for shard in queue.shards:
             found += self._stores.of(shard.cluster).peek(queue.queue_id, shard.id, limit)
         live = [m for m in found if not m.is_expired(now)]
-        return self._open(queue, sorted(live, key=lambda m: m.message_id)[:limit])
+        oldest = sorted(live, key=lambda m: (m.sent_ms, m.message_id))[:limit]
+        return self._open(queue, oldest)
 
-    def counts(self, queue: QueueRecord) -> Counts:
-        """Approximate counts over every shard."""
+    def counts(self, queue: QueueRecord, fresh: bool = False) -> Counts:
+        """Approximate counts over every shard. `fresh`: first let the counts take in
+        what the stream holds, where this process can (the local server)."""
+        if fresh:
+            self.catch_up_counts()
         if fifo_rules.is_fifo(queue):
             return self._fifo.counts(queue)
         now = self._clock.now_ms()
@@ -676,7 +749,8 @@ class MessageService:
         return shards.drained(queue, self._stores, self._clock.now_ms())
 
     def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
-        """Approximate counts of each shard (the admin view)."""
+        """Approximate counts of each shard (the admin view), caught up as `counts`."""
+        self.catch_up_counts()
         if fifo_rules.is_fifo(queue):
             return self._fifo.shard_counts(queue)
         now = self._clock.now_ms()

@@ -112,7 +112,7 @@ class MoveTaskService:
             task_id=str(uuid.uuid4()), source_arn=source_arn,
             destination_arn=destination_arn, max_per_second=max_per_second,
             status=MoveTaskStatus.RUNNING, started_ms=now,
-            to_move=self._messages.counts(source).visible, paced_ms=now - BURST_MS,
+            to_move=self._messages.counts(source, fresh=True).visible, paced_ms=now - BURST_MS,
         )
         try:
             self._repo.start(task)

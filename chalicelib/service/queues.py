@@ -246,7 +246,7 @@ class QueueService:
         values[attrs.REPLICA_REGIONS] = ",".join(queue.replicas)
         values[attrs.REPLICATION_MODE] = queue.replication_mode
         if any(n.startswith("ApproximateNumber") for n in wanted):
-            counts = self._messages.counts(queue)
+            counts = self._messages.counts(queue, fresh=True)
             values.update(
                 ApproximateNumberOfMessages=str(counts.visible),
                 ApproximateNumberOfMessagesNotVisible=str(counts.in_flight),

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import observability
-from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.replica import ReplicaApplier
 from chalicelib.clock import Clock
 from chalicelib.domain.exceptions import StoreError
@@ -111,14 +110,13 @@ class Replicator:
 
     def __init__(
         self, backend_of: BackendOf, health: RegionHealth, clock: Clock, queues_table: str,
-        metrics: LagMetrics, control_table: str,
+        metrics: LagMetrics,
     ) -> None:
         self._backend_of = backend_of
         self._health = health
         self._clock = clock
         self._queues_table = queues_table
         self.metrics = metrics
-        self._control_table = control_table
 
     def on_records(self, records: Sequence[Mapping[str, Any]]) -> int:
         """Apply a batch to every replica; return how many changes were written."""
@@ -132,8 +130,7 @@ class Replicator:
         for (target, table), batch in by_target.items():
             self._health.check(target)  # a failure leaves the batch to be retried
             client = self._backend_of(target).clients.dynamodb
-            applier = ReplicaApplier(client, self._clock.now_ms,
-                                     ShardCounters(client, self._control_table))
+            applier = ReplicaApplier(client, self._clock.now_ms)
             result = applier.apply(table, batch)
             self.metrics.add(target, result.lags_ms)
             written += result.applied

@@ -7,8 +7,11 @@ replication makes one per replica region (its items carry `_rseq`).
 
 Each event carries its store's `epoch` (one lifetime of the stored data). Stream
 sequence numbers, and even stream ARNs, can repeat from one epoch to the next, so
-sequence numbers are only compared within one copy (message ids are UUIDv7, so a copy
-never spans two epochs that reuse them) or joined together with the epoch.
+sequence numbers are only compared within one copy or joined together with the epoch.
+A message id is a UUIDv7, or for a deduplicated send one derived from the request
+(docs/request-dedup.md), which only a retry of that call repeats: a copy spans two
+epochs only if its store lost its data between a send and its retry, and a copy that a
+retry wrote again after its removal is one copy with two lifetimes in one stream.
 
 Event types:
 - `sent`: the copy was written (INSERT);

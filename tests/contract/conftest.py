@@ -7,15 +7,18 @@ created from the real template under names of its own, and deletes them afterwar
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import pytest
 
+from chalicelib.backend.counters import ShardCounters
 from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
 from dmqlocal.embedded import EmbeddedAws
+from dmqlocal.handlers import StreamBinding
+from dmqlocal.pump import StreamPump
 from infra import provision
 
 REGION = "us-east-1"
@@ -90,3 +93,22 @@ def _local_store(endpoint: str, suffix: str) -> Iterator[Store]:
                 names["QueuesTableName"])
     for table in names.values():
         dynamodb.delete_table(TableName=table)
+
+
+def stream_counter(store: Store, counters: ShardCounters) -> Callable[[], None]:
+    """A function that counts what the store's messages stream holds so far into
+    `counters`, as the app's counting stream handler does (it reads the stream with the
+    local server's pump)."""
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        counters.apply_records(event["Records"])
+
+    pump = StreamPump(store.dynamodb, store.streams,
+                      [StreamBinding(store.messages, handler, 500)], REGION)
+
+    def run() -> None:
+        for _ in range(20):
+            if not pump.poll_once():
+                return
+
+    return run

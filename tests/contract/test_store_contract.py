@@ -10,9 +10,10 @@ from botocore.exceptions import ClientError
 
 from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
+from chalicelib.backend.dynamo_sends import DynamoSends
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.replica import ReplicaApplier, is_tombstone
-from chalicelib.backend.store import VisibilityChange
+from chalicelib.backend.store import NewPuts, VisibilityChange
 from chalicelib.domain.messages import Candidate, Message, MessageRef, VisibilityOutcome
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump
@@ -252,10 +253,11 @@ def test_the_replica_applier_writes_newer_changes_and_skips_older_ones(store: St
     assert is_tombstone(store.dynamodb.get_item(TableName=store.messages, Key=key)["Item"])
 
 
-def _dynamo_store(store: Store, tmp_path: Path) -> DynamoMessageStore:
+def _dynamo_store(store: Store, tmp_path: Path,
+                  inline_limit: int = 350_000) -> DynamoMessageStore:
     control = store.messages.replace("dmq-messages-", "dmq-control-")
     return DynamoMessageStore(store.dynamodb, store.messages, FolderBodyStore(str(tmp_path)),
-                              350_000, ShardCounters(store.dynamodb, control))
+                              inline_limit, ShardCounters(store.dynamodb, control))
 
 
 @pytest.mark.parametrize("twin", ["store", "memory"])
@@ -307,3 +309,58 @@ def test_any_claim_deletes_and_changes_a_message_under_a_newer_claim(
     assert messages.change_visibility([VisibilityChange(old, 20_000, any_claim=True)],
                                       9500) == [VisibilityOutcome.NOT_FOUND]
     messages.delete_claimed([old], any_claim=True)
+
+
+def _sent(n: int, sent_ms: int = 1, body: str = "b") -> Message:
+    return Message(f"m{n}", body, "md5", sent_ms=sent_ms, visible_at=100, expires_ms=10**13)
+
+
+@pytest.mark.parametrize("twin", ["store", "memory"])
+def test_new_puts_write_only_where_no_item_stands(
+    store: Store, tmp_path: Path, twin: str,
+) -> None:
+    # GIVEN a stored message
+    messages: Any = _dynamo_store(store, tmp_path) if twin == "store" else MemoryStore()
+    assert messages.put_new("a/q", [(0, _sent(0))]) == NewPuts(written=frozenset({"m0"}))
+    # WHEN another attempt (sent later) names it again in a batch with three new ones
+    puts = messages.put_new("a/q", [(0, _sent(0, sent_ms=2))]
+                            + [(n % 2, _sent(n, sent_ms=2)) for n in (1, 2, 3)])
+    # THEN the new ones are written and the stored one is left as it was
+    assert puts == NewPuts(frozenset({"m1", "m2", "m3"}), frozenset({"m0"}))
+    assert [m.sent_ms for m in messages.peek("a/q", 0, 10) if m.message_id == "m0"] == [1]
+    # AND a lone message that stands already is found too
+    assert messages.put_new("a/q", [(1, _sent(1, sent_ms=3))]) == NewPuts(
+        existing=frozenset({"m1"}))
+
+
+def test_a_new_put_sent_twice_by_its_own_call_counts_as_written(
+    store: Store, tmp_path: Path,
+) -> None:
+    # GIVEN a put that landed, its answer lost, so that the same items are put again
+    messages = _dynamo_store(store, tmp_path)
+    sends = DynamoSends(store.dynamodb, store.messages, lambda _, m: m,
+                        FolderBodyStore(str(tmp_path)))
+    placed = [(0, _sent(n)) for n in range(3)]
+    assert sends.put("a/q", placed).written == {"m0", "m1", "m2"}
+    # THEN the standing items are recognised as this call's own, alone or together
+    assert sends.put("a/q", placed[:1]) == NewPuts(written=frozenset({"m0"}))
+    assert sends.put("a/q", placed) == NewPuts(written=frozenset({"m0", "m1", "m2"}))
+    assert len(messages.peek("a/q", 0, 10)) == 3
+
+
+def test_a_retried_large_message_keeps_the_objects_of_the_first(
+    store: Store, tmp_path: Path,
+) -> None:
+    # GIVEN a message whose body goes to the body store, stored by a first attempt
+    messages = _dynamo_store(store, tmp_path, inline_limit=100)
+    body = "x" * 500
+    assert messages.put_new("a/q", [(0, _sent(1, body=body))]).written == {"m1"}
+    (first,) = messages.peek("a/q", 0, 10)
+    # WHEN a retry (sent later) puts it again
+    puts = messages.put_new("a/q", [(0, _sent(1, sent_ms=2, body=body))])
+    # THEN it is found stored, its own object is gone and the first one is intact
+    assert puts == NewPuts(existing=frozenset({"m1"}))
+    (kept,) = messages.peek("a/q", 0, 10)
+    assert (kept.body_key, kept.body, kept.sent_ms) == (first.body_key, body, 1)
+    assert [p.name for p in (tmp_path / "bodies" / "a" / "q").iterdir()] == [
+        Path(str(first.body_key)).name]

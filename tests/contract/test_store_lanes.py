@@ -11,7 +11,7 @@ from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.domain.lanes import LANE_BASE, to_noisy_lane
 from chalicelib.domain.messages import Message
-from tests.contract.conftest import Store
+from tests.contract.conftest import Store, stream_counter
 
 # Real time: DynamoDB Local runs TTL, and would delete items whose expires_at is past.
 NOW = int(time.time() * 1000)
@@ -56,6 +56,7 @@ def test_counts_read_no_noisy_lane_and_a_claim_moves_the_message_out_of_it(
     messages = _messages(store, tmp_path)
     assert not messages.put_messages(Q, [(0, _message("a", NOW + 60_000)),
                                          (0, _message("n1", to_noisy_lane(NOW), "flood"))])
+    stream_counter(store, messages.counters)()
     # the delayed main-lane message is delayed; the noisy-lane one counts as visible
     counts = messages.count(Q, 0, NOW)
     assert (counts.visible, counts.in_flight, counts.delayed) == (1, 0, 1)

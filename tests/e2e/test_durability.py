@@ -267,3 +267,72 @@ def test_an_unknown_store_is_refused(tmp_path: Path) -> None:
     assert code == 2, output
     assert "dynamodb-local" in output and "memory" in output
     assert "Traceback" not in output
+
+
+COUNT_NAMES = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+               "ApproximateNumberOfMessagesDelayed"]
+
+
+def _counts(sqs: Any, url: str) -> tuple[int, ...]:
+    found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=COUNT_NAMES)["Attributes"]
+    return tuple(int(found[n]) for n in COUNT_NAMES)
+
+
+def _consume_until_stopped(sqs: Any, url: str, stop: threading.Event) -> None:
+    for _ in range(10_000):
+        if stop.is_set():
+            return
+        try:
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                      VisibilityTimeout=1).get("Messages", [])
+            if got:
+                sqs.delete_message_batch(QueueUrl=url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(got[: len(got) // 2])])
+        except (BotoCoreError, ClientError):
+            return
+
+
+def test_counts_are_exact_within_2_s_of_a_restart_after_kill_9(tmp_path: Path) -> None:
+    # GIVEN two producers and a consumer that deletes half of what it receives
+    dmq = _start(tmp_path)
+    sqs = _sqs(dmq)
+    url = sqs.create_queue(QueueName="counted", Attributes={"DmqShardCount": "2"})["QueueUrl"]
+    acked: set[str] = set()
+    lock, stop = threading.Lock(), threading.Event()
+    workers = [threading.Thread(target=_send_until_stopped,
+                                args=(_sqs(dmq), url, w, acked, stop, lock)) for w in range(2)]
+    workers.append(threading.Thread(target=_consume_until_stopped, args=(_sqs(dmq), url, stop)))
+    for thread in workers:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < 300 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # WHEN the server is killed with SIGKILL in the middle of them, and started again
+    os.kill(dmq.process.pid, signal.SIGKILL)
+    dmq.process.wait(timeout=10)
+    stop.set()
+    for thread in workers:
+        thread.join(timeout=15)
+    restarted = _start(tmp_path)
+    try:
+        sqs = _sqs(restarted)
+        ready = time.monotonic()
+        time.sleep(1.0)  # the consumer's last receives are visible again after 1 s
+        seen = []
+        while time.monotonic() - ready < 2.0:
+            seen.append(_counts(sqs, url))
+        settled = seen[-1]
+        # THEN within 2 s the counts say what the queue holds: a drain finds exactly that
+        delivered = _receive_all(sqs, url, settled[0] + 50, VisibilityTimeout=3600)
+        assert settled == (len(delivered), 0, 0), (seen[-5:], len(delivered))
+        # AND once all of them are deleted the counts are 0 within 2 s
+        for start in range(0, len(delivered), 10):
+            sqs.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(delivered[start:start + 10])])
+        deleted_at = time.monotonic()
+        assert _counts(sqs, url) == (0, 0, 0)
+        print(f"stored={len(delivered)} zero_after_s={time.monotonic() - deleted_at:.2f}")
+    finally:
+        assert restarted.stop(STOP_TIMEOUT_S) == 0, restarted.output

@@ -1,7 +1,14 @@
 """GIVEN the real local server (DynamoDB Local) behind a proxy that swallows the answers of
 the first connections WHEN boto3 sends with a short read timeout, times out after DMQ stored
 the message, and retries with the same amz-sdk-invocation-id THEN the retry gets the first
-response and the queue holds the message once (SendMessage and SendMessageBatch)."""
+response and the queue holds the message once (SendMessage and SendMessageBatch).
+
+AND, counted at DMQ's own DynamoDB client (DMQ_COUNT_DYNAMODB=1, as the benchmark counts),
+a SendMessage is one request to the messages table, the conditional PutItem of its
+message, and a SendMessageBatch of ten is one TransactWriteItems. (The server's background
+loops use that client too, for the control table: the stream consumer's count updates
+and the heartbeats. That a send makes no request besides its write is counted in process,
+without them, in tests/functional/test_request_dedup.py.)"""
 
 from __future__ import annotations
 
@@ -17,8 +24,15 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from bench.counting import RemoteCounter
+from bench.sqs import entries
+from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, ClientFactory, launch
+
 PUMP_LIMIT_S = 15.0  # a proxied connection lives at most this long
 READ_TIMEOUT_S = 3
+PINNED = "6f1c2a9e-0000-4000-8000-0000000000e2"
+MESSAGES_TABLE = "dmq-messages"
+CONTROL_TABLE = "dmq-control"
 
 
 class _Proxy(socketserver.ThreadingTCPServer):
@@ -148,3 +162,80 @@ def test_separate_calls_with_the_same_body_are_both_enqueued(
     second = sqs.send_message(QueueUrl=url, MessageBody="same")
     assert first["MessageId"] != second["MessageId"]
     assert len(_all(sqs, url, 2)) == 2
+
+
+def _pinned(make_sqs: ClientFactory, endpoint: str | None = None) -> Any:
+    """A client whose every call carries the same invocation id, as retries of one call."""
+    sqs = make_sqs(endpoint)
+
+    def pin(request: Any, **kwargs: Any) -> None:
+        request.headers["amz-sdk-invocation-id"] = PINNED
+
+    sqs.meta.events.register("before-send.sqs", pin)
+    return sqs
+
+
+def test_a_batch_retry_meeting_some_entries_stored_sends_only_the_others(
+    make_sqs: ClientFactory, unique_name: Callable[[str], str],
+) -> None:
+    # GIVEN a batch stored, 3 of whose messages were then received and deleted
+    sqs = _pinned(make_sqs)
+    url = sqs.create_queue(QueueName=unique_name("partial"))["QueueUrl"]
+    batch = [{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)]
+    first = {s["Id"]: s["MessageId"] for s in sqs.send_message_batch(
+        QueueUrl=url, Entries=batch)["Successful"]}
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3,
+                              WaitTimeSeconds=1)["Messages"]
+    for m in got:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    # WHEN the call comes again (the same invocation id and entries)
+    again = sqs.send_message_batch(QueueUrl=url, Entries=batch)
+    # THEN each entry has its first id; the 3 deleted ones are enqueued again (the window
+    # that remains), the 7 stored ones are not doubled
+    assert {s["Id"]: s["MessageId"] for s in again["Successful"]} == first
+    held = _all(sqs, url, 10)
+    assert sorted(m["MessageId"] for m in held) == sorted(first.values())
+
+
+def test_a_send_is_one_store_request_and_a_batch_of_ten_is_one(
+    make_sqs: ClientFactory, unique_name: Callable[[str], str],
+) -> None:
+    sends, batches = 20, 5
+    dmq = launch(DMQ_COUNT_DYNAMODB="1")
+    try:
+        assert dmq.wait_ready(START_TIMEOUT_S), dmq.output
+        sqs: Any = make_sqs(dmq.url)
+        url = sqs.create_queue(QueueName=unique_name("counted"))["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="warm-up")
+        counter = RemoteCounter(dmq.url)
+        # WHEN SendMessage and SendMessageBatch(10) calls are served
+        start = counter.snapshot()
+        for n in range(sends):
+            sqs.send_message(QueueUrl=url, MessageBody=f"m{n}")
+        middle = counter.snapshot()
+        for n in range(batches):
+            sqs.send_message_batch(QueueUrl=url, Entries=entries(10 * n, 10, 32))
+        end = counter.snapshot()
+        # AND a retry of one call (the same invocation id), which finds its messages
+        pinned = _pinned(make_sqs, dmq.url)
+        pinned.send_message_batch(QueueUrl=url, Entries=entries(0, 10, 32))
+        before_retry = counter.snapshot()
+        retry = pinned.send_message_batch(QueueUrl=url, Entries=entries(0, 10, 32))
+        after_retry = counter.snapshot()
+    finally:
+        assert dmq.stop(STOP_TIMEOUT_S) == 0, dmq.output
+    # THEN each call made exactly one request to the messages table, the write of its
+    # messages, and the only other requests were the background loops' on the control table
+    single, batch = middle - start, end - middle
+    retried = after_retry - before_retry
+    print(f"[dedup] messages-table requests per SendMessage "
+          f"{sum(single.tables[MESSAGES_TABLE].values()) / sends:.2f}, per "
+          f"SendMessageBatch(10) {sum(batch.tables[MESSAGES_TABLE].values()) / batches:.2f}; "
+          f"background control-table requests meanwhile {single.tables.get(CONTROL_TABLE)}, "
+          f"{batch.tables.get(CONTROL_TABLE)}")
+    assert single.tables[MESSAGES_TABLE] == {"PutItem": sends}
+    assert batch.tables[MESSAGES_TABLE] == {"TransactWriteItems": batches}
+    assert retried.tables[MESSAGES_TABLE] == {"TransactWriteItems": 1}
+    for spent in (single, batch, retried):
+        assert set(spent.tables) <= {MESSAGES_TABLE, CONTROL_TABLE}
+    assert len(retry["Successful"]) == 10

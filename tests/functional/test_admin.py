@@ -7,13 +7,22 @@ from typing import Any
 
 from chalice.test import Client
 
+from chalicelib.clock import FakeClock
 from tests.admin_signing import admin_call
 
 
-def test_admin_lists_describes_and_peeks_without_receiving(sqs: Any, dmq: Client) -> None:
+def _send(sqs: Any, url: str, body: str, clock: FakeClock) -> str:
+    """Send a millisecond after the last send: peeks order by send time (message ids do
+    not order sends)."""
+    clock.advance(0.001)
+    return str(sqs.send_message(QueueUrl=url, MessageBody=body)["MessageId"])
+
+
+def test_admin_lists_describes_and_peeks_without_receiving(
+        sqs: Any, dmq: Client, clock: FakeClock) -> None:
     url = sqs.create_queue(QueueName="inspect-me")["QueueUrl"]
     sqs.create_queue(QueueName="other")
-    ids = [sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")["MessageId"] for i in range(3)]
+    ids = [_send(sqs, url, f"m{i}", clock) for i in range(3)]
 
     listed = admin_call(dmq, "GET", "/admin/queues").json_body
     assert [q["name"] for q in listed["queues"]] == ["inspect-me", "other"]

@@ -41,8 +41,13 @@ def _receive(sqs: Any, url: str, **kwargs: Any) -> list[dict[str, Any]]:
     return list(sqs.receive_message(QueueUrl=url, **kwargs).get("Messages", []))
 
 
-def _send_batch(sqs: Any, url: str, group: str | None, bodies: list[str]) -> None:
+def _send_batch(sqs: Any, url: str, group: str | None, bodies: list[str],
+                clock: FakeClock | None = None) -> None:
+    """Batches of 10; with `clock`, each a millisecond after the last (message ids do not
+    order sends: their times do)."""
     for start in range(0, len(bodies), 10):
+        if clock is not None:
+            clock.advance(0.001)
         entries = [{"Id": str(i), "MessageBody": body, **({"MessageGroupId": group} if group
                                                           else {})}
                    for i, body in enumerate(bodies[start:start + 10])]
@@ -151,15 +156,18 @@ def _bodies(prefix: str, count: int) -> list[str]:
     return [f"{prefix}-{i}" for i in range(count)]
 
 
-def _flood_then_quiet(sqs: Any, url: str) -> list[str]:
+def _flood_then_quiet(sqs: Any, url: str, clock: FakeClock) -> list[str]:
     """Three quiet tenants send 5 each, one tenant floods 200, then each quiet tenant sends
-    one more; the clock stands still, so send order is index order. Returns the late ones."""
+    one more; each request a millisecond after the last, so that send order is time
+    order (within a millisecond, receives take messages in id order, which is not send
+    order). Returns the late ones."""
     for tenant in ("q1", "q2", "q3"):
-        _send_batch(sqs, url, tenant, _bodies(tenant, 5))
-    _send_batch(sqs, url, "noisy", _bodies("noisy", 200))
+        _send_batch(sqs, url, tenant, _bodies(tenant, 5), clock)
+    _send_batch(sqs, url, "noisy", _bodies("noisy", 200), clock)
     late = []
     for tenant in ("q1", "q2", "q3"):
         late.append(f"{tenant}-late")
+        clock.advance(0.001)
         sqs.send_message(QueueUrl=url, MessageBody=late[-1], MessageGroupId=tenant)
     return late
 
@@ -181,10 +189,11 @@ def _round_of(rounds: list[list[str]], body: str) -> int:
     return next(i for i, bodies in enumerate(rounds) if body in bodies)
 
 
-def test_a_noisy_tenants_backlog_waits_behind_the_quiet_tenants(sqs: Any) -> None:
+def test_a_noisy_tenants_backlog_waits_behind_the_quiet_tenants(
+        sqs: Any, clock: FakeClock) -> None:
     # GIVEN quiet tenants, one tenant flooding 200 messages, then a message from each quiet one
     url = _queue(sqs)
-    late = _flood_then_quiet(sqs, url)
+    late = _flood_then_quiet(sqs, url, clock)
     # WHEN consumers drain the queue, 10 at a time
     rounds = _drain(sqs, url, 40)
     # THEN the quiet tenants' late messages come within the first two receives (behind
@@ -198,10 +207,11 @@ def test_a_noisy_tenants_backlog_waits_behind_the_quiet_tenants(sqs: Any) -> Non
 
 
 @pytest.mark.parametrize("settings", [False], indirect=True)
-def test_without_fairness_the_quiet_tenants_wait_behind_the_flood(sqs: Any) -> None:
+def test_without_fairness_the_quiet_tenants_wait_behind_the_flood(
+        sqs: Any, clock: FakeClock) -> None:
     # GIVEN the same traffic with DMQ_FAIR_QUEUES=off
     url = _queue(sqs)
-    late = _flood_then_quiet(sqs, url)
+    late = _flood_then_quiet(sqs, url, clock)
     rounds = _drain(sqs, url, 40)
     # THEN the late quiet messages come only after the whole flood (215 messages ahead)
     assert min(_round_of(rounds, body) for body in late) >= 21
@@ -223,9 +233,10 @@ def test_a_lone_noisy_tenant_drains_at_full_batches(sqs: Any) -> None:
     assert _receive(sqs, url) == []
 
 
-def test_counts_include_the_noisy_lane_as_visible_and_purge_empties_it(sqs: Any) -> None:
+def test_counts_include_the_noisy_lane_as_visible_and_purge_empties_it(
+        sqs: Any, clock: FakeClock) -> None:
     url = _queue(sqs)
-    _flood_then_quiet(sqs, url)
+    _flood_then_quiet(sqs, url, clock)
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attrs["ApproximateNumberOfMessages"] == "218"
     assert attrs["ApproximateNumberOfMessagesDelayed"] == "0"

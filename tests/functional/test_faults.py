@@ -195,7 +195,7 @@ class Faults:
                 return None
             request = json.loads(params.get("body") or b"{}")
             if request.get("TableName") == CONTROL_TABLE:
-                return None  # request records: their faults are test_request_dedup.py's
+                return None  # control items, not the message store's
             self.calls[operation] += 1
             kind = self._schedules[operation](self.calls[operation], request)
             if kind is None:
@@ -271,20 +271,15 @@ def _seeded() -> None:
     random.seed(20240601)
 
 
-@pytest.fixture
-def client(dmq: Client) -> Any:
-    """An SQS client with retries off: the test retries, as an SDK user would.
-
-    (botocore's `max_attempts` counts retries after the first try; `total_max_attempts`
-    counts every try, so 1 means no retry at all.)
-    """
+def _client(dmq: Client, invocation_ids: bool) -> Any:
     sqs = boto3.client("sqs", endpoint_url=ENDPOINT, region_name="us-east-1",
                        config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
     def serve(request: Any, **kwargs: Any) -> AWSResponse:
         path = request.url[len(ENDPOINT):] or "/"
         headers = {k: v.decode() if isinstance(v, bytes) else v
-                   for k, v in request.headers.items()}
+                   for k, v in request.headers.items()
+                   if invocation_ids or k.lower() != "amz-sdk-invocation-id"}
         headers["Host"] = "dmq.test"
         result = dmq.http.request(request.method, path, headers=headers,
                                   body=request.body or b"")
@@ -292,6 +287,29 @@ def client(dmq: Client) -> Any:
 
     sqs.meta.events.register_first("before-send.sqs", serve)
     return sqs
+
+
+@pytest.fixture
+def client(dmq: Client) -> Any:
+    """An SQS client with retries off: the test retries, as an SDK user would.
+
+    (botocore's `max_attempts` counts retries after the first try; `total_max_attempts`
+    counts every try, so 1 means no retry at all.) Its sends carry the SDK's invocation
+    id, so they are deduplicated: one conditional PutItem, or a TransactWriteItems of
+    conditional Puts for a batch (docs/request-dedup.md).
+    """
+    return _client(dmq, invocation_ids=True)
+
+
+@pytest.fixture
+def plain_client(dmq: Client) -> Any:
+    """The same client without the invocation id header: its sends are not deduplicated
+    (PutItem, or BatchWriteItem for a batch)."""
+    return _client(dmq, invocation_ids=False)
+
+
+# The send paths: the store operation a batch of each client goes by.
+SEND_PATHS = [("client", "TransactWriteItems"), ("plain_client", "BatchWriteItem")]
 
 
 @pytest.fixture
@@ -436,7 +454,7 @@ def test_a_throttle_below_before_call_is_retried_by_the_store_client(
 
     def throttle_once(request: Any, **kwargs: Any) -> AWSResponse | None:
         if json.loads(request.body or b"{}").get("TableName") == CONTROL_TABLE:
-            return None  # a request record, not the message
+            return None  # a control item, not the message
         sends["PutItem"] += 1
         if sends["PutItem"] > 1:
             return None
@@ -460,15 +478,18 @@ def test_a_throttle_below_before_call_is_retried_by_the_store_client(
 
 
 # -- 1. sends -------------------------------------------------------------------------
+@pytest.mark.parametrize(("sender", "batch_operation"), SEND_PATHS)
 def test_throttled_and_timed_out_sends_lose_no_acknowledged_message(
-    client: Any, url: str, faults: Faults
+    request: pytest.FixtureRequest, url: str, faults: Faults, sender: str,
+    batch_operation: str,
 ) -> None:
-    # GIVEN every 3rd PutItem and every 3rd BatchWriteItem fails (throttles, timeouts,
+    # GIVEN every 3rd PutItem and every 3rd batch write fails (throttles, timeouts,
     # server errors, and writes that land but whose answer is lost)
+    client = request.getfixturevalue(sender)
     kinds = ("throttle", "read-timeout", "applied-timeout", "internal", "connect-timeout",
              "throttling", "request-limit")
     faults.add("PutItem", every(3, *kinds))
-    faults.add("BatchWriteItem", every(3, *reversed(kinds)))
+    faults.add(batch_operation, every(3, *reversed(kinds)))
     bodies = [f"message-{i:02d}" for i in range(60)]
     ledger = Ledger()
     # WHEN 30 go by SendMessage and 30 by SendMessageBatch, each retried only on error
@@ -483,16 +504,18 @@ def test_throttled_and_timed_out_sends_lose_no_acknowledged_message(
            acknowledged=len(ledger.acknowledged), delivered=len(delivered),
            duplicates_from_ambiguous_writes=len(set(delivered) - set(ledger.acknowledged)),
            lost=len(set(ledger.acknowledged) - set(delivered)))
-    assert faults.count("PutItem") >= 10 and faults.count("BatchWriteItem") >= 1
+    assert faults.count("PutItem") >= 10 and faults.count(batch_operation) >= 1
     assert set(ledger.errors) == {"RequestThrottled", "ServiceUnavailable"}
     assert_nothing_lost(ledger, delivered, faults, bodies)
     assert len(ledger.acknowledged) == 60
 
 
 def test_batch_entries_left_unprocessed_fail_alone_and_are_not_lost(
-    client: Any, url: str, faults: Faults
+    plain_client: Any, url: str, faults: Faults
 ) -> None:
-    # GIVEN BatchWriteItem leaves every 4th message unprocessed on its first 5 tries
+    # GIVEN sends without an invocation id (batches go by BatchWriteItem), which leaves
+    # every 4th message unprocessed on its first 5 tries
+    client = plain_client
     bodies = [f"message-{i:02d}" for i in range(60)]
     sticky = set(bodies[1::4])
     # Items hold encrypted bodies: an entry is known by the MD5 of its plaintext body.
@@ -759,9 +782,10 @@ def _fault(kind: str) -> Schedule:
     return first(10 if kind == "cancel-throttle" else 1, kind)
 
 
-def _check_send(sqs: Any, url: str, faults: Faults, kind: str, batched: bool) -> None:
+def _check_send(sqs: Any, url: str, faults: Faults, kind: str, operation: str) -> None:
     ledger = Ledger()
-    faults.add("BatchWriteItem" if batched else "PutItem", _fault(kind))
+    batched = operation != "PutItem"
+    faults.add(operation, _fault(kind))
     entries = [{"Id": f"e{i}", "MessageBody": f"{kind}-{i}"} for i in range(3)]
     if batched:
         _expect_error(kind, lambda: sqs.send_message_batch(QueueUrl=url, Entries=entries))
@@ -807,7 +831,7 @@ def _check_delete(sqs: Any, url: str, faults: Faults, kind: str, batched: bool,
         _expect_error(kind, lambda: sqs.delete_message_batch(QueueUrl=url, Entries=entries))
         targets = messages
     else:
-        faults.add("TransactWriteItems", _fault(kind))
+        faults.add("DeleteItem", _fault(kind))  # one message: one conditional DeleteItem
         handle = messages[0]["ReceiptHandle"]
         _expect_error(kind, lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=handle))
         targets = messages[:1]
@@ -820,23 +844,28 @@ def _check_delete(sqs: Any, url: str, faults: Faults, kind: str, batched: bool,
     assert stored_ids(aws) == set()
 
 
-ACTIONS = ["SendMessage/PutItem", "SendMessageBatch/BatchWriteItem",
+# SendMessageBatch/BatchWriteItem is the batch of a send without an invocation id.
+ACTIONS = ["SendMessage/PutItem", "SendMessageBatch/TransactWriteItems",
+           "SendMessageBatch/BatchWriteItem",
            "ReceiveMessage/Query", "ReceiveMessage/UpdateItem",
            "ReceiveMessage/TransactWriteItems", "ReceiveMessage/BatchGetItem",
-           "DeleteMessage/TransactWriteItems", "DeleteMessageBatch/TransactWriteItems"]
+           "DeleteMessage/DeleteItem", "DeleteMessageBatch/TransactWriteItems"]
 
 
 @pytest.mark.parametrize("action", ACTIONS)
 def test_each_fault_reaches_the_client_as_a_documented_sqs_error(
-    client: Any, url: str, faults: Faults, clock: FakeClock, aws: Clients, action: str
+    client: Any, plain_client: Any, url: str, faults: Faults, clock: FakeClock,
+    aws: Clients, action: str,
 ) -> None:
     # GIVEN each kind of DynamoDB fault in turn under one action
     kinds = REQUEST_FAULTS + (["cancel-throttle"] if "Transact" in action else [])
     for kind in kinds:
         # WHEN the action runs once under the fault THEN the client gets the mapped SQS
         # error (never a 500), and after the fault the action succeeds with nothing lost
-        if action.startswith("Send"):
-            _check_send(client, url, faults, kind, batched="Batch" in action)
+        if action == "SendMessageBatch/BatchWriteItem":
+            _check_send(plain_client, url, faults, kind, "BatchWriteItem")
+        elif action.startswith("Send"):
+            _check_send(client, url, faults, kind, action.split("/")[1])
         elif action.startswith("Receive"):
             _check_receive(client, url, faults, kind, action.split("/")[1], clock)
         else:

@@ -1,12 +1,14 @@
 """GIVEN sends to a standard queue that carry the SDK's amz-sdk-invocation-id WHEN the
 response of a send is lost after the write (a read timeout) and botocore retries with the
-same invocation id THEN the retry gets the first response and nothing is enqueued twice;
-other invocation ids, other parameters, a retry after 5 minutes, FIFO queues and
-DMQ_REQUEST_DEDUP=off each send as usual; a retry meeting a first attempt still under way
-is told to retry, and a first attempt that failed or crashed does not block its retries."""
+same invocation id THEN the retry gets the first response and nothing is enqueued twice:
+each message's id and place follow from the request, and its write is conditional, so a
+SendMessage is one store request and a SendMessageBatch of ten is one. Other invocation
+ids, other parameters, FIFO queues and DMQ_REQUEST_DEDUP=off send as usual; a retry that
+comes after the first copy was deleted enqueues again (the window that remains)."""
 
 from __future__ import annotations
 
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,26 +24,16 @@ from chalice.test import Client
 
 from app import app, runtime
 from chalicelib.aws import Clients
-from chalicelib.backend.request_records import (
-    DONE,
-    PENDING,
-    TTL_SLACK_S,
-    RequestKey,
-    RequestRecords,
-)
 from chalicelib.clock import FakeClock
-from chalicelib.domain.exceptions import StoreUnavailableError
-from chalicelib.domain.queues import QueueRecord
-from chalicelib.service.exceptions import ServiceUnavailableError
-from chalicelib.service.request_dedup import LEASE_MS, WINDOW_MS, RequestDedup, fingerprint
 from chalicelib.settings import Settings
-from dmqlocal.ttl_sweep import sweep_expired_records
 from tests.conftest import ENDPOINT, _Raw
+from tests.dynamo_counter import DynamoCounter
 
 ACCOUNT = "000000000000"
 MESSAGES_TABLE = "dmq-messages"
-CONTROL_TABLE = "dmq-control"
+BODIES_BUCKET = "dmq-bodies"
 RETRYING = Config(retries={"mode": "standard", "max_attempts": 3})
+PINNED = "6f1c2a9e-0000-4000-8000-000000000001"
 
 
 class Wire:
@@ -80,28 +72,31 @@ def wire(dmq: Client) -> Wire:
     return Wire(dmq)
 
 
-@pytest.fixture
-def client(wire: Wire) -> Any:
-    """boto3's SQS client in standard retry mode (3 attempts), over the wire above."""
+def _retrying(wire: Wire) -> Any:
     sqs = boto3.client("sqs", endpoint_url=ENDPOINT, region_name="us-east-1", config=RETRYING)
     sqs.meta.events.register_first("before-send.sqs", wire.serve)
     return sqs
+
+
+@pytest.fixture
+def client(wire: Wire) -> Any:
+    """boto3's SQS client in standard retry mode (3 attempts), over the wire above."""
+    return _retrying(wire)
 
 
 def stored(aws: Clients, name: str) -> list[dict[str, Any]]:
     """The queue's messages as the table holds them, read with the test's own client."""
     items = aws.dynamodb.scan(TableName=MESSAGES_TABLE)["Items"]
     return [i for i in items if str(i["pk"]["S"]).startswith(f"{ACCOUNT}/{name}#")
-            and "body" in i]
+            and ("body" in i or "body_key" in i)]
 
 
-def records(aws: Clients) -> list[dict[str, Any]]:
-    items = aws.dynamodb.scan(TableName=CONTROL_TABLE)["Items"]
-    return [i for i in items if str(i["key"]["S"]).startswith("request#")]
+def _version(message_id: str) -> int | None:
+    return uuid.UUID(message_id).version
 
 
 def test_a_send_retried_after_a_timeout_after_the_write_is_enqueued_once(
-        client: Any, wire: Wire, aws: Clients, clock: FakeClock) -> None:
+        client: Any, wire: Wire, aws: Clients) -> None:
     url = client.create_queue(QueueName="once", Attributes=PLAIN)["QueueUrl"]
     wire.attempts.clear()
     # WHEN the first response is lost after DMQ stored the message
@@ -114,13 +109,8 @@ def test_a_send_retried_after_a_timeout_after_the_write_is_enqueued_once(
     (message,) = stored(aws, "once")
     assert message["sk"]["S"] == sent["MessageId"]
     assert message["body"]["S"] == "pay 10 EUR"
-    # AND the record holds the first response until 5 minutes after the request, with a TTL
-    (record,) = records(aws)
-    assert record["state"]["S"] == DONE
-    assert record["key"]["S"] == (f"request#{ACCOUNT}#{ACCOUNT}/once#SendMessage#"
-                                  f"{wire.attempts[0][0]}")
-    assert int(record["expires_ms"]["N"]) == clock.now_ms() + WINDOW_MS
-    assert int(record["expires_at"]["N"]) * 1000 >= clock.now_ms() + WINDOW_MS
+    # AND the message id is derived from the request (a UUIDv8), not drawn (a UUIDv7)
+    assert _version(sent["MessageId"]) == 8
     received = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["MessageId"] for m in received] == [sent["MessageId"]]
 
@@ -140,58 +130,101 @@ def test_a_batch_retried_after_a_timeout_after_the_write_is_enqueued_once(
     assert {i["sk"]["S"] for i in held} == {s["MessageId"] for s in sent["Successful"]}
 
 
+def test_a_retry_gets_the_first_message_id_and_the_queue_holds_one_message(
+        client: Any, wire: Wire, aws: Clients, clock: FakeClock) -> None:
+    url = client.create_queue(QueueName="same-id", Attributes=PLAIN)["QueueUrl"]
+    wire.invocation_id = PINNED
+    first = client.send_message(QueueUrl=url, MessageBody="tick",
+                                MessageAttributes={"n": {"DataType": "Number",
+                                                         "StringValue": "1"}})
+    # WHEN the same call comes again, even 10 minutes later, while the message is stored
+    clock.advance(600)
+    again = client.send_message(QueueUrl=url, MessageBody="tick",
+                                MessageAttributes={"n": {"DataType": "Number",
+                                                         "StringValue": "1"}})
+    # THEN it is answered as the first attempt was, and nothing more is enqueued
+    for name in ("MessageId", "MD5OfMessageBody", "MD5OfMessageAttributes"):
+        assert again[name] == first[name]
+    (message,) = stored(aws, "same-id")
+    assert message["sk"]["S"] == first["MessageId"]
+    assert int(message["sent_ms"]["N"]) == clock.now_ms() - 600_000  # the first copy
+
+
 def test_different_invocation_ids_enqueue_twice(client: Any, aws: Clients) -> None:
     url = client.create_queue(QueueName="twice", Attributes=PLAIN)["QueueUrl"]
     first = client.send_message(QueueUrl=url, MessageBody="same body")
     second = client.send_message(QueueUrl=url, MessageBody="same body")
     assert first["MessageId"] != second["MessageId"]
     assert len(stored(aws, "twice")) == 2
-    assert len(records(aws)) == 2
-
-
-def test_the_same_id_enqueues_again_after_five_minutes(
-        client: Any, wire: Wire, aws: Clients, clock: FakeClock) -> None:
-    url = client.create_queue(QueueName="window", Attributes=PLAIN)["QueueUrl"]
-    wire.invocation_id = "6f1c2a9e-0000-4000-8000-000000000001"
-    first = client.send_message(QueueUrl=url, MessageBody="tick")
-    clock.advance(WINDOW_MS / 1000 - 1)  # 4 min 59 s later: still the first answer
-    assert client.send_message(QueueUrl=url, MessageBody="tick")["MessageId"] == (
-        first["MessageId"])
-    assert len(stored(aws, "window")) == 1
-    clock.advance(1)  # 5 minutes after the first: a new send
-    again = client.send_message(QueueUrl=url, MessageBody="tick")
-    assert again["MessageId"] != first["MessageId"]
-    assert len(stored(aws, "window")) == 2
-    # AND that send opened a new window of its own
-    clock.advance(WINDOW_MS / 1000 - 1)
-    assert client.send_message(QueueUrl=url, MessageBody="tick")["MessageId"] == (
-        again["MessageId"])
-    assert len(stored(aws, "window")) == 2
 
 
 def test_the_same_id_with_other_parameters_is_not_a_retry(
         client: Any, wire: Wire, aws: Clients) -> None:
     url = client.create_queue(QueueName="reused-id", Attributes=PLAIN)["QueueUrl"]
-    wire.invocation_id = "6f1c2a9e-0000-4000-8000-000000000002"
+    wire.invocation_id = PINNED
     first = client.send_message(QueueUrl=url, MessageBody="one")
     second = client.send_message(QueueUrl=url, MessageBody="two")
-    assert first["MessageId"] != second["MessageId"]
-    assert sorted(i["body"]["S"] for i in stored(aws, "reused-id")) == ["one", "two"]
+    delayed = client.send_message(QueueUrl=url, MessageBody="two", DelaySeconds=1)
+    assert len({first["MessageId"], second["MessageId"], delayed["MessageId"]}) == 3
+    assert sorted(i["body"]["S"] for i in stored(aws, "reused-id")) == ["one", "two", "two"]
     # AND the same id on another queue is another request
     other = client.create_queue(QueueName="reused-id-2", Attributes=PLAIN)["QueueUrl"]
     client.send_message(QueueUrl=other, MessageBody="one")
     assert len(stored(aws, "reused-id-2")) == 1
 
 
-def test_a_send_without_the_header_or_with_a_malformed_one_is_not_recorded(
+def test_a_batch_retry_that_meets_some_entries_stored_sends_only_the_others(
+        client: Any, wire: Wire, aws: Clients) -> None:
+    # GIVEN a batch whose answer was lost, 3 of whose messages were then received and
+    # deleted (the window that remains)
+    url = client.create_queue(QueueName="partial", Attributes=PLAIN)["QueueUrl"]
+    wire.invocation_id = PINNED
+    entries = [{"Id": f"e{i}", "MessageBody": f"body {i}"} for i in range(10)]
+    first = client.send_message_batch(QueueUrl=url, Entries=entries)["Successful"]
+    got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=3)["Messages"]
+    assert len(got) == 3
+    client.delete_message_batch(QueueUrl=url, Entries=[
+        {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(got)])
+    # WHEN the SDK retries the call
+    again = client.send_message_batch(QueueUrl=url, Entries=entries)
+    # THEN every entry is answered with the first attempt's id: the 7 stored messages are
+    # left as they are, the 3 consumed ones are enqueued again
+    assert again.get("Failed", []) == []
+    assert ({s["Id"]: s["MessageId"] for s in again["Successful"]}
+            == {s["Id"]: s["MessageId"] for s in first})
+    held = stored(aws, "partial")
+    assert len(held) == 10
+    assert all(i["rc"]["N"] == "0" for i in held)
+
+
+def test_a_retry_after_the_message_was_deleted_sends_it_again(
+        client: Any, wire: Wire, aws: Clients) -> None:
+    # GIVEN a message received and deleted
+    url = client.create_queue(QueueName="deleted", Attributes=PLAIN)["QueueUrl"]
+    wire.invocation_id = PINNED
+    first = client.send_message(QueueUrl=url, MessageBody="once more")
+    (got,) = client.receive_message(QueueUrl=url)["Messages"]
+    client.delete_message(QueueUrl=url, ReceiptHandle=got["ReceiptHandle"])
+    # WHEN a retry of the same call comes after that
+    again = client.send_message(QueueUrl=url, MessageBody="once more")
+    # THEN nothing stands in its way: the message is enqueued again, under the same id
+    assert again["MessageId"] == first["MessageId"]
+    (message,) = stored(aws, "deleted")
+    assert message["rc"]["N"] == "0"
+    (redelivered,) = client.receive_message(QueueUrl=url)["Messages"]
+    assert redelivered["Body"] == "once more"
+
+
+def test_a_send_without_the_header_or_with_a_malformed_one_gets_a_fresh_id(
         client: Any, wire: Wire, aws: Clients) -> None:
     url = client.create_queue(QueueName="no-id", Attributes=PLAIN)["QueueUrl"]
+    ids = []
     for malformed in ("x" * 65, "not a uuid!", ""):
         wire.invocation_id = malformed
-        client.send_message(QueueUrl=url, MessageBody="b")
-        client.send_message(QueueUrl=url, MessageBody="b")
+        ids.append(client.send_message(QueueUrl=url, MessageBody="b")["MessageId"])
+        ids.append(client.send_message(QueueUrl=url, MessageBody="b")["MessageId"])
     assert len(stored(aws, "no-id")) == 6
-    assert records(aws) == []
+    assert {_version(i) for i in ids} == {7}
 
 
 def test_fifo_queues_keep_their_own_deduplication(
@@ -202,18 +235,18 @@ def test_fifo_queues_keep_their_own_deduplication(
     sent = client.send_message(QueueUrl=url, MessageBody="f", MessageGroupId="g",
                                MessageDeduplicationId="d1")
     assert sent["ResponseMetadata"]["RetryAttempts"] == 1
-    assert records(aws) == []  # the FIFO deduplication id answered the retry
+    assert _version(sent["MessageId"]) == 7  # the FIFO deduplication id answered the retry
     got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["MessageId"] for m in got] == [sent["MessageId"]]
 
 
-def test_a_failed_send_is_not_recorded_and_its_retry_sends(
+def test_a_refused_send_stores_nothing_and_its_corrected_retry_sends(
         client: Any, wire: Wire, aws: Clients) -> None:
     url = client.create_queue(QueueName="failed", Attributes=PLAIN)["QueueUrl"]
-    wire.invocation_id = "6f1c2a9e-0000-4000-8000-000000000003"
+    wire.invocation_id = PINNED
     with pytest.raises(client.exceptions.ClientError, match="InvalidParameterValue"):
         client.send_message(QueueUrl=url, MessageBody="late", DelaySeconds=901)
-    assert records(aws) == []  # released: the failure claimed nothing
+    assert stored(aws, "failed") == []
     assert client.send_message(QueueUrl=url, MessageBody="late", DelaySeconds=900)
     assert len(stored(aws, "failed")) == 1
 
@@ -236,6 +269,68 @@ def test_the_query_protocol_is_deduplicated_too(client: Any, dmq: Client, aws: C
     assert len(stored(aws, "query")) == 1
 
 
+def _store_client() -> Any:
+    return runtime.backend().stores.of("default")._db
+
+
+def test_a_send_is_one_store_request_and_a_batch_of_ten_is_one(
+        client: Any, wire: Wire, aws: Clients) -> None:
+    url = client.create_queue(QueueName="counted", Attributes=PLAIN)["QueueUrl"]
+    client.send_message(QueueUrl=url, MessageBody="warm-up")  # metadata read and cached
+    counter = DynamoCounter()
+    counter.attach(_store_client())
+    entries = [{"Id": f"e{i}", "MessageBody": f"b{i}"} for i in range(10)]
+    try:
+        # WHEN a SendMessage is served (the SDK sends an invocation id: deduplicated)
+        start = counter.snapshot()
+        client.send_message(QueueUrl=url, MessageBody="counted")
+        single = counter.snapshot() - start
+        # AND a SendMessageBatch of ten, and a retry of it
+        wire.invocation_id = PINNED
+        start = counter.snapshot()
+        client.send_message_batch(QueueUrl=url, Entries=entries)
+        batch = counter.snapshot() - start
+        start = counter.snapshot()
+        client.send_message_batch(QueueUrl=url, Entries=entries)
+        retry = counter.snapshot() - start
+    finally:
+        counter.detach()
+    # THEN each made one request to the store, the write of its messages, and nothing else
+    assert single.calls == {"PutItem": 1}
+    assert batch.calls == {"TransactWriteItems": 1}
+    assert retry.calls == {"TransactWriteItems": 1}  # cancelled: every message was there
+    assert len(stored(aws, "counted")) == 12
+
+
+@pytest.fixture
+def large_bodies(aws: Clients, settings: Settings, clock: FakeClock) -> Iterator[Client]:
+    """The app with a small inline limit, so that modest bodies go to S3."""
+    runtime.configure(replace(settings, inline_body_limit=2048), clock)
+    with Client(app) as chalice_client:
+        yield chalice_client
+    runtime.configure(None)
+
+
+def test_a_retried_large_message_keeps_its_first_body(
+        large_bodies: Client, aws: Clients) -> None:
+    # GIVEN an encrypted queue (every attempt seals with its own nonce) and a large body
+    wire = Wire(large_bodies)
+    wire.invocation_id = PINNED
+    sqs = _retrying(wire)
+    url = sqs.create_queue(QueueName="large")["QueueUrl"]
+    body = "large " * 1000
+    first = sqs.send_message(QueueUrl=url, MessageBody=body)
+    # WHEN the call is retried
+    again = sqs.send_message(QueueUrl=url, MessageBody=body)
+    # THEN the retry's own object was removed, and the first one still opens
+    assert again["MessageId"] == first["MessageId"]
+    (item,) = stored(aws, "large")
+    listed = aws.s3.list_objects_v2(Bucket=BODIES_BUCKET, Prefix=f"bodies/{ACCOUNT}/large/")
+    assert [o["Key"] for o in listed.get("Contents", [])] == [item["body_key"]["S"]]
+    (got,) = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert (got["MessageId"], got["Body"]) == (first["MessageId"], body)
+
+
 @pytest.fixture
 def dedup_off(aws: Clients, settings: Settings, clock: FakeClock) -> Iterator[Client]:
     runtime.configure(replace(settings, request_dedup=False), clock)
@@ -246,168 +341,8 @@ def dedup_off(aws: Clients, settings: Settings, clock: FakeClock) -> Iterator[Cl
 
 def test_with_dedup_off_a_retry_enqueues_again(dedup_off: Client, aws: Clients) -> None:
     wire = Wire(dedup_off)
-    sqs = boto3.client("sqs", endpoint_url=ENDPOINT, region_name="us-east-1", config=RETRYING)
-    sqs.meta.events.register_first("before-send.sqs", wire.serve)
+    sqs = _retrying(wire)
     url = sqs.create_queue(QueueName="off", Attributes=PLAIN)["QueueUrl"]
     wire.lose = 1
     sqs.send_message(QueueUrl=url, MessageBody="dup")
     assert len(stored(aws, "off")) == 2
-    assert records(aws) == []
-
-
-# -- the service on its own: concurrent retries, crashes, store faults -------------------
-
-
-@pytest.fixture
-def queue(client: Any, dmq: Client) -> QueueRecord:
-    client.create_queue(QueueName="service", Attributes=PLAIN)
-    return runtime.services_for("us-east-1").queues.get(ACCOUNT, "service")
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.count = 0
-        self.then: Any = None
-
-    def __call__(self, seconds: float) -> None:
-        self.count += 1
-        if self.then is not None:
-            self.then()
-            self.then = None
-
-
-def _dedup(aws: Clients, clock: FakeClock, sleeps: Sleeps, wait_s: float = 0.3) -> RequestDedup:
-    return RequestDedup(RequestRecords(aws.dynamodb, CONTROL_TABLE), clock, sleeps,
-                        wait_s=wait_s)
-
-
-KEY_ID = "6f1c2a9e-0000-4000-8000-0000000000aa"
-
-
-def test_two_concurrent_attempts_cannot_both_send(
-        queue: QueueRecord, aws: Clients, clock: FakeClock) -> None:
-    sleeps = Sleeps()
-    dedup = _dedup(aws, clock, sleeps)
-    records_ = RequestRecords(aws.dynamodb, CONTROL_TABLE)
-    key = RequestKey(ACCOUNT, queue.queue_id, "SendMessage", KEY_ID)
-    sent: list[str] = []
-
-    def first() -> dict[str, Any]:
-        # WHILE the first attempt is sending, its retry arrives: it finds the claim pending
-        with pytest.raises(ServiceUnavailableError, match="still being served"):
-            dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1}, second)
-        assert records_.read(key).state == PENDING  # type: ignore[union-attr]
-        sent.append("first")
-        return {"MessageId": "m-1"}
-
-    def second() -> dict[str, Any]:
-        sent.append("second")
-        return {"MessageId": "m-2"}
-
-    assert dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1}, first) == {
-        "MessageId": "m-1"}
-    assert sent == ["first"]
-    assert sleeps.count >= 1  # the retry waited before answering
-    # AND a later retry gets the first response
-    assert dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1}, second) == {
-        "MessageId": "m-1"}
-    assert sent == ["first"]
-
-
-def test_a_retry_waiting_on_the_first_attempt_gets_its_response_when_it_completes(
-        queue: QueueRecord, aws: Clients, clock: FakeClock) -> None:
-    sleeps = Sleeps()
-    dedup = _dedup(aws, clock, sleeps, wait_s=5.0)
-    records_ = RequestRecords(aws.dynamodb, CONTROL_TABLE)
-    key = RequestKey(ACCOUNT, queue.queue_id, "SendMessage", KEY_ID)
-    digest = fingerprint("SendMessage", {"b": 1})
-    assert records_.claim(key, "first-token", digest, clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
-    sleeps.then = lambda: records_.complete(key, "first-token", {"MessageId": "m-1"})
-    answer = dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1},
-                        lambda: pytest.fail("the retry must not send"))
-    assert answer == {"MessageId": "m-1"}
-
-
-def test_a_claim_left_by_a_crash_is_taken_over_after_its_lease(
-        queue: QueueRecord, aws: Clients, clock: FakeClock) -> None:
-    dedup = _dedup(aws, clock, Sleeps())
-    records_ = RequestRecords(aws.dynamodb, CONTROL_TABLE)
-    key = RequestKey(ACCOUNT, queue.queue_id, "SendMessage", KEY_ID)
-    digest = fingerprint("SendMessage", {"b": 1})
-    # GIVEN a first attempt that claimed, then crashed before sending
-    assert records_.claim(key, "crashed", digest, clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
-    with pytest.raises(ServiceUnavailableError):  # within the lease: retry later
-        dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1}, lambda: {"MessageId": "x"})
-    clock.advance(LEASE_MS / 1000)
-    assert dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1},
-                      lambda: {"MessageId": "m-2"}) == {"MessageId": "m-2"}
-    assert records_.read(key).response == {"MessageId": "m-2"}  # type: ignore[union-attr]
-    # AND the crashed attempt, were it to come back, could not overwrite the record
-    assert not records_.complete(key, "crashed", {"MessageId": "m-1"})
-
-
-class FlakyRecords(RequestRecords):
-    """Claims that fail as a timeout after the write does: written, then an error."""
-
-    def claim(self, *args: Any, **kwargs: Any) -> Any:
-        super().claim(*args, **kwargs)
-        raise StoreUnavailableError("read timeout after the write")
-
-
-def test_a_claim_the_store_does_not_answer_fails_fast_and_sends_nothing(
-        queue: QueueRecord, aws: Clients, clock: FakeClock) -> None:
-    # GIVEN a claim that times out (here after landing, the worst case)
-    dedup = RequestDedup(FlakyRecords(aws.dynamodb, CONTROL_TABLE), clock, Sleeps())
-    sent: list[str] = []
-    # WHEN a send is served THEN it is not sent: the store's silence is the answer (503),
-    # so a frozen store costs one store budget, not one per call
-    with pytest.raises(StoreUnavailableError):
-        dedup.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1},
-                   lambda: sent.append("m-1") or {"MessageId": "m-1"})
-    assert sent == []
-    # AND a retry once the landed claim's lease is over sends, once, and is recorded
-    clock.advance(LEASE_MS / 1000)
-    healthy = RequestDedup(RequestRecords(aws.dynamodb, CONTROL_TABLE), clock, Sleeps())
-    assert healthy.once(queue, ACCOUNT, "SendMessage", KEY_ID, {"b": 1},
-                        lambda: {"MessageId": "m-2"}) == {"MessageId": "m-2"}
-    record = RequestRecords(aws.dynamodb, CONTROL_TABLE).read(
-        RequestKey(ACCOUNT, queue.queue_id, "SendMessage", KEY_ID))
-    assert record is not None and record.state == DONE
-    assert record.response == {"MessageId": "m-2"}
-
-
-def test_the_local_sweep_removes_expired_request_records_only(
-        aws: Clients, clock: FakeClock) -> None:
-    # GIVEN request records of two ages and another control item (moto, like DynamoDB
-    # Local, never deletes expired items itself)
-    records_ = RequestRecords(aws.dynamodb, CONTROL_TABLE)
-    old = [RequestKey(ACCOUNT, f"{ACCOUNT}/q", "SendMessage", f"old-{i}") for i in range(30)]
-    for key in old:
-        records_.claim(key, "t", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS)
-    clock.advance(WINDOW_MS / 1000)
-    young = RequestKey(ACCOUNT, f"{ACCOUNT}/q", "SendMessage", "young")
-    records_.claim(young, "t", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS)
-    aws.dynamodb.put_item(TableName=CONTROL_TABLE, Item={
-        "key": {"S": "cluster#default"}, "expires_at": {"N": "1"}})
-    # WHEN the sweep runs past the TTL of the old ones (the window plus the TTL's slack)
-    clock.advance(TTL_SLACK_S + 1)
-    assert sweep_expired_records(aws.dynamodb, CONTROL_TABLE, clock.now_ms() // 1000) == 30
-    # THEN the young record and the other item stay
-    left = {i["key"]["S"] for i in aws.dynamodb.scan(TableName=CONTROL_TABLE)["Items"]}
-    assert young.item_key in left and "cluster#default" in left
-    assert not any(k.item_key in left for k in old)
-    # AND a record found past its window is treated as gone even before a sweep
-    clock.advance(WINDOW_MS / 1000)
-    assert records_.claim(young, "new", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
-
-
-def test_a_retried_claim_put_recognises_its_own_claim(aws: Clients, clock: FakeClock) -> None:
-    # GIVEN a claim put applied whose answer was lost, so that the store client puts again
-    records_ = RequestRecords(aws.dynamodb, CONTROL_TABLE)
-    key = RequestKey(ACCOUNT, f"{ACCOUNT}/q", "SendMessage", KEY_ID)
-    assert records_.claim(key, "mine", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
-    # THEN the second put, under the same token, is the same claim; another token is not
-    assert records_.claim(key, "mine", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS).claimed
-    other = records_.claim(key, "theirs", "fp", clock.now_ms(), LEASE_MS, WINDOW_MS)
-    assert not other.claimed and other.existing is not None
-    assert other.existing.token == "mine" and other.existing.state == PENDING

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chalicelib.backend.store import CandidatePage, VisibilityChange
+from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
 from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
 
@@ -27,6 +27,18 @@ class MemoryStore:
     def put_if_absent(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> None:
         for shard, message in placed:
             self._shard(queue_id, shard).setdefault(message.message_id, message)
+
+    def put_new(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> NewPuts:
+        written: set[str] = set()
+        existing: set[str] = set()
+        for shard, message in placed:
+            messages = self._shard(queue_id, shard)
+            if message.message_id in messages:
+                existing.add(message.message_id)
+            else:
+                messages[message.message_id] = message
+                written.add(message.message_id)
+        return NewPuts(frozenset(written), frozenset(existing))
 
     def find_candidates(
         self, queue_id: str, shard: int, now_ms: int, limit: int, after: Candidate | None,
@@ -120,7 +132,8 @@ class MemoryStore:
         )
 
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
-        return sorted(self._shard(queue_id, shard).values(), key=lambda m: m.message_id)[:limit]
+        return sorted(self._shard(queue_id, shard).values(),
+                      key=lambda m: (m.sent_ms, m.message_id))[:limit]
 
     def is_empty(self, queue_id: str, shard: int) -> bool:
         return not self._shard(queue_id, shard)

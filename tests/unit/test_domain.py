@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from chalicelib.domain.messages import Candidate, CandidateAction, MessageRef, new_message_id
+from chalicelib.domain.messages import (
+    Candidate,
+    CandidateAction,
+    MessageRef,
+    derived_message_id,
+    new_message_id,
+)
 from chalicelib.frontend.context import region_from_headers
 from chalicelib.frontend.queue_urls import parse_queue_url
 from chalicelib.service import attributes
@@ -22,6 +30,17 @@ def test_message_ids_sort_in_send_order() -> None:
     ids = [new_message_id(ms) for ms in (1_000, 1_001, 2_000, 10_000_000)]
     assert ids == sorted(ids)
     assert len(set(new_message_id(5) for _ in range(100))) == 100
+
+
+def test_derived_message_ids_are_uuidv8_and_name_their_parts_only() -> None:
+    parts = ("000000000000", "000000000000/q", "SendMessage", "inv-1", "", "digest")
+    derived = derived_message_id(*parts)
+    assert uuid.UUID(derived).version == 8
+    assert str(uuid.UUID(derived)) == derived
+    assert derived_message_id(*parts) == derived
+    # another part, or the same text cut elsewhere, is another id
+    assert derived_message_id(*parts[:-1], "other") != derived
+    assert derived_message_id("a", "bc") != derived_message_id("ab", "c")
 
 
 @pytest.mark.parametrize(

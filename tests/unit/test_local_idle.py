@@ -117,7 +117,7 @@ class _QuietStreams(StreamPump):
 
     passes = 0
 
-    def poll_once(self) -> int:
+    def poll_once(self, flush: bool = True) -> int:
         self.passes += 1
         return 0
 

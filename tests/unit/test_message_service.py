@@ -16,6 +16,7 @@ from chalicelib.service.attributes import with_defaults
 from chalicelib.service.exceptions import ReceiptHandleIsInvalidError
 from chalicelib.service.messages import HandleEntry, MessageService, SendRequest
 from chalicelib.service.receipts import ReceiptCodec
+from chalicelib.service.request_dedup import SendCall, shard_for
 from tests.unit.memory_store import MemoryStore
 
 
@@ -247,3 +248,39 @@ def test_a_moved_message_is_the_same_whichever_clusters_hold_the_queues(dlq_clus
     assert moved.expires_ms == sent_at + 1_000_000
     assert (moved.receive_count, moved.first_receive_ms, moved.claim_token) == (0, 0, "")
     assert stores["default"].shards[(source.queue_id, 0)] == {}
+
+
+def test_a_deduplicated_send_sent_again_stores_nothing_more_and_wakes_no_one() -> None:
+    # GIVEN a send of a call to deduplicate (an SDK call with its invocation id)
+    store, clock, wakeups = MemoryStore(), FakeClock(), Wakeups()
+    service = MessageService(ClusterStores({"default": store}), ReceiptCodec("k"), clock,
+                             wakeups, lambda arn: None, poll_interval_ms=10)
+    q = queue("q", shard_count=4)
+    call = SendCall(q.account, q.queue_id, "SendMessage", "inv-1")
+    first = service.send(q, SendRequest("", "hello"), call)
+    woken = wakeups.generation(q.queue_id)
+    # WHEN the same call comes again
+    clock.advance(5)
+    again = service.send(q, SendRequest("", "hello"), call)
+    # THEN it is answered with the first message's id and digests, and changes nothing
+    assert (again.message_id, again.body_md5) == (first.message_id, first.body_md5)
+    held = [m for messages in store.shards.values() for m in messages.values()]
+    assert [(m.message_id, m.sent_ms) for m in held] == [(first.message_id, first.sent_ms)]
+    assert wakeups.generation(q.queue_id) == woken
+    # AND the same invocation id with other parameters sends another message
+    assert service.send(q, SendRequest("", "bye"), call).message_id != first.message_id
+
+
+def test_a_deduplicated_batch_places_each_message_where_its_id_names(setup) -> None:
+    service, store, _, _ = setup
+    q = queue("q", shard_count=4)
+    call = SendCall(q.account, q.queue_id, "SendMessageBatch", "inv-2")
+    requests = [SendRequest(f"e{i}", f"body {i}") for i in range(10)]
+    sent, failed = service.send_batch(q, requests, call)
+    again, failed_again = service.send_batch(q, requests, call)
+    assert failed == failed_again == []
+    assert [(e, m.message_id) for e, m in again] == [(e, m.message_id) for e, m in sent]
+    where = {m.message_id: shard for (_, shard), held in store.shards.items()
+             for m in held.values()}
+    assert where == {m.message_id: shard_for(m.message_id, q.active_shards) for _, m in sent}
+    assert len(set(where.values())) > 1

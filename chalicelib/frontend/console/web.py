@@ -220,6 +220,7 @@ class Console:
             now = self._clock.now_ms()
             rows = []
             total = Counts()
+            services.messages.catch_up_counts()  # once for the whole list
             for queue in services.queues.all_queues():
                 counts = services.messages.counts(queue)
                 self.history.sample(queue.queue_id, counts, now)
@@ -269,7 +270,7 @@ class Console:
         services = self._services()
         queue = services.queues.get(account, name)
         now = self._clock.now_ms()
-        counts = services.messages.counts(queue)
+        counts = services.messages.counts(queue, fresh=True)
         self.history.sample(queue.queue_id, counts, now)
         sources = services.queues.dead_letter_sources(queue)
         tasks = services.move_tasks.list(queue.arn, 10) if sources else []

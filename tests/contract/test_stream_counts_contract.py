@@ -1,0 +1,47 @@
+"""The counts kept from the messages stream, on moto and on DynamoDB Local alike: real
+stream records (their sequence numbers, images and ARNs) counted in once, whatever is
+handed over again."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from chalicelib.backend.bodies import FolderBodyStore
+from chalicelib.backend.counters import ShardCounters
+from chalicelib.backend.dynamo_store import DynamoMessageStore
+from chalicelib.domain.messages import Message, MessageRef
+from tests.contract.conftest import Store, stream_counter
+
+NOW = int(time.time() * 1000)  # DynamoDB Local runs TTL: expiry must be in the future
+Q = "000000000000/counted"
+
+
+def _message(message_id: str) -> Message:
+    return Message(message_id, f"body {message_id}", "md5", sent_ms=NOW, visible_at=NOW - 1,
+                   expires_ms=NOW + 10**9)
+
+
+def test_sends_deletes_and_a_purge_are_counted_from_the_stream_once(
+    store: Store, tmp_path: Path
+) -> None:
+    control = store.messages.replace("dmq-messages-", "dmq-control-")
+    counters = ShardCounters(store.dynamodb, control)
+    messages = DynamoMessageStore(store.dynamodb, store.messages,
+                                  FolderBodyStore(str(tmp_path)), 350_000, counters)
+    count_in = stream_counter(store, counters)
+    # GIVEN 12 messages in two shards, then 2 of shard 0 deleted
+    assert not messages.put_messages(Q, [(i % 2, _message(f"m{i:02d}")) for i in range(12)])
+    messages.delete_claimed([MessageRef(Q, 0, "m00", ""), MessageRef(Q, 0, "m02", "")],
+                            any_claim=True)
+    # WHEN the stream is counted in THEN each shard holds what it holds
+    count_in()
+    assert [counters.total(store.messages, Q, s) for s in (0, 1)] == [4, 6]
+    # WHEN a second reader from the stream's start counts the same records again
+    stream_counter(store, counters)()
+    # THEN nothing changes
+    assert [counters.total(store.messages, Q, s) for s in (0, 1)] == [4, 6]
+    # AND a purge of shard 1 counts it out
+    assert messages.purge(Q, 1) == 6
+    count_in()
+    assert [counters.total(store.messages, Q, s) for s in (0, 1)] == [4, 0]

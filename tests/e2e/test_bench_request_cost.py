@@ -1,0 +1,55 @@
+"""GIVEN the real local server on DynamoDB Local, every store request it makes counted at a
+proxy in front of the store WHEN messages are sent, received and deleted one per call,
+then in batches of ten, each phase counted from a quiet server until it is quiet again
+THEN a send makes one store request on its path (its conditional write), a receive of one
+two (the index query and the claim) and a delete one (its conditional delete), and the
+counts the stream keeps cost far less than one request per message.
+
+The batched lifecycle's target with background included (0.45 per message) is printed by
+`python -m bench.request_cost`, not asserted here: the claims of a batch are still read
+back with a BatchGetItem (see the README's known gaps)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench.idle_cost import IdleServer
+from bench.request_cost import measure_requests, request_checks, requests_table
+
+pytestmark = pytest.mark.e2e
+
+MESSAGES = 30
+IDLE_WINDOW_S = 3.0
+
+
+@pytest.fixture
+def counted_server() -> Iterator[IdleServer]:
+    server = IdleServer(on_disk=True)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def test_store_requests_per_call_are_within_their_targets(
+    counted_server: IdleServer,
+) -> None:
+    counts = measure_requests(counted_server, MESSAGES, IDLE_WINDOW_S)
+    table = "\n".join(requests_table(counts))
+
+    # Every phase moved every message and ended on a quiet server ...
+    phases = (*counts.single, *counts.batched)
+    assert all(phase.messages == MESSAGES for phase in phases), table
+    assert all(phase.settled for phase in phases), table
+    # ... and the stream pump's requests were counted with them.
+    assert counts.send.by_operation.get("GetRecords", 0) >= 1, table
+
+    over = [(figure, round(measured, 3), most)
+            for figure, measured, most in request_checks(counts) if measured > most]
+    assert not over, f"over target: {over}\n{table}"
+    # The counts kept from the stream: one update per queue shard per batch of records
+    # (a second's window), not one per message.
+    updates = sum(p.by_operation.get("UpdateItem", 0) for p in (counts.send, counts.delete))
+    assert updates <= 0.25 * (counts.send.messages + counts.delete.messages), table
