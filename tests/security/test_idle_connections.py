@@ -192,7 +192,8 @@ def test_when_every_connection_is_at_work_a_new_one_is_refused_cleanly(
     finally:
         for sock in busy:
             sock.close()
-    # AND once they are done, new clients are served again
+    # AND once they are done (the server has seen them close), new clients are served again
+    wait_for(lambda: small.connections()[0] < 20)
     assert call(small.port)[0] == 200
 
 
