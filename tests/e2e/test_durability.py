@@ -142,29 +142,39 @@ def _send_until_stopped(sqs: Any, url: str, worker: int, acked: set[str],
             acked.update(m["MessageId"] for m in result.get("Successful", []))
 
 
+def _kill_9_under_load(dmq: DmqProcess, url: str, producers: int,
+                      consumer: bool = False) -> set[str]:
+    """Producers (and a consumer) working until 300 sends are acknowledged, then SIGKILL
+    in the middle of them; the ids acknowledged."""
+    acked: set[str] = set()
+    lock, stop = threading.Lock(), threading.Event()
+    workers = [threading.Thread(target=_send_until_stopped,
+                                args=(_sqs(dmq), url, w, acked, stop, lock))
+               for w in range(producers)]
+    if consumer:
+        workers.append(threading.Thread(target=_consume_until_stopped,
+                                        args=(_sqs(dmq), url, stop)))
+    for thread in workers:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < 300 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(dmq.process.pid, signal.SIGKILL)
+    dmq.process.wait(timeout=10)
+    stop.set()
+    for thread in workers:
+        thread.join(timeout=15)
+    with lock:
+        return set(acked)
+
+
 def test_kill_9_during_concurrent_sends_loses_no_acknowledged_message(tmp_path: Path) -> None:
     # GIVEN four producers sending batches as fast as they can
     dmq = _start(tmp_path)
     sqs = _sqs(dmq)
     url = sqs.create_queue(QueueName="crashy")["QueueUrl"]
-    acked: set[str] = set()
-    lock, stop = threading.Lock(), threading.Event()
-    producers = [threading.Thread(target=_send_until_stopped,
-                                  args=(_sqs(dmq), url, w, acked, stop, lock))
-                 for w in range(4)]
-    for thread in producers:
-        thread.start()
-    deadline = time.monotonic() + 30
-    while len(acked) < 300 and time.monotonic() < deadline:
-        time.sleep(0.05)
     # WHEN the server is killed with SIGKILL in the middle of them
-    os.kill(dmq.process.pid, signal.SIGKILL)
-    dmq.process.wait(timeout=10)
-    stop.set()
-    for thread in producers:
-        thread.join(timeout=15)
-    with lock:
-        acknowledged = set(acked)
+    acknowledged = _kill_9_under_load(dmq, url, 4)
     assert len(acknowledged) >= 300
 
     # AND started again over the same data folder
@@ -298,22 +308,8 @@ def test_counts_are_exact_within_2_s_of_a_restart_after_kill_9(tmp_path: Path) -
     dmq = _start(tmp_path)
     sqs = _sqs(dmq)
     url = sqs.create_queue(QueueName="counted", Attributes={"DmqShardCount": "2"})["QueueUrl"]
-    acked: set[str] = set()
-    lock, stop = threading.Lock(), threading.Event()
-    workers = [threading.Thread(target=_send_until_stopped,
-                                args=(_sqs(dmq), url, w, acked, stop, lock)) for w in range(2)]
-    workers.append(threading.Thread(target=_consume_until_stopped, args=(_sqs(dmq), url, stop)))
-    for thread in workers:
-        thread.start()
-    deadline = time.monotonic() + 30
-    while len(acked) < 300 and time.monotonic() < deadline:
-        time.sleep(0.05)
     # WHEN the server is killed with SIGKILL in the middle of them, and started again
-    os.kill(dmq.process.pid, signal.SIGKILL)
-    dmq.process.wait(timeout=10)
-    stop.set()
-    for thread in workers:
-        thread.join(timeout=15)
+    assert len(_kill_9_under_load(dmq, url, 2, consumer=True)) >= 300
     restarted = _start(tmp_path)
     try:
         sqs = _sqs(restarted)

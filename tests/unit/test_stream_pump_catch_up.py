@@ -65,17 +65,23 @@ def test_a_handler_waiting_for_a_down_region_does_not_hold_up_catching_up(
     assert pump.wait_caught_up(since, timeout_s=0)
 
 
-def test_a_batching_window_holds_records_until_it_ends_or_a_flush(tmp_path: Path) -> None:
-    # GIVEN a handler with a batching window of 0.3 s and a batch size of 10 (as the
-    # counting handler has 1 s and 500), over a stream that holds 4 records
-    seen: list[str] = []
+def _windowed(seen: list[str], window_s: float, folder: Path) -> StreamPump:
+    """A pump whose one handler (batch size 10, batching window `window_s`) notes the
+    sequence numbers it is handed into `seen`."""
 
     def handler(event: dict[str, Any], context: Any) -> None:
         seen.extend(r["dynamodb"]["SequenceNumber"] for r in event["Records"])
 
-    pump = StreamPump(FakeDynamoDB(), FakeStreams(),  # type: ignore[arg-type]
-                      [StreamBinding("dmq-messages", handler, 10, window_s=0.3)], "us-east-1",
-                      checkpoint_dir=tmp_path)
+    return StreamPump(FakeDynamoDB(), FakeStreams(),  # type: ignore[arg-type]
+                      [StreamBinding("dmq-messages", handler, 10, window_s=window_s)],
+                      "us-east-1", checkpoint_dir=folder)
+
+
+def test_a_batching_window_holds_records_until_it_ends_or_a_flush(tmp_path: Path) -> None:
+    # GIVEN a handler with a batching window of 0.3 s and a batch size of 10 (as the
+    # counting handler has 1 s and 500), over a stream that holds 4 records
+    seen: list[str] = []
+    pump = _windowed(seen, 0.3, tmp_path)
     # WHEN the pump's own loop reads them THEN they wait
     for _ in range(4):
         pump.poll_once(flush=False)
@@ -89,13 +95,7 @@ def test_a_batching_window_holds_records_until_it_ends_or_a_flush(tmp_path: Path
 
 def test_a_direct_pass_hands_over_what_a_window_holds(tmp_path: Path) -> None:
     seen: list[str] = []
-
-    def handler(event: dict[str, Any], context: Any) -> None:
-        seen.extend(r["dynamodb"]["SequenceNumber"] for r in event["Records"])
-
-    pump = StreamPump(FakeDynamoDB(), FakeStreams(),  # type: ignore[arg-type]
-                      [StreamBinding("dmq-messages", handler, 10, window_s=60)], "us-east-1",
-                      checkpoint_dir=tmp_path)
+    pump = _windowed(seen, 60, tmp_path)
     since = time.monotonic()
     pump.poll_once(flush=False)
     assert seen == []
