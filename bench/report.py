@@ -214,7 +214,7 @@ def floor_lines(figures: Figures) -> list[str]:
     single = figures.single_ops["moto"]
     lines = [
         f"**The store's floor.** DynamoDB Local alone, with DMQ's tables and nothing of DMQ "
-        f"in between (`bench/floor.py`): {floor.messages:,} messages sent, claimed, read back "
+        f"in between (`bench/floor.py`): {floor.messages:,} messages sent, claimed "
         f"and deleted in batches of ten by 4 producer and 4 consumer threads took "
         f"{floor.seconds:.1f} s, **{floor.messages_per_s:,.1f} messages/s**; DynamoDB Local "
         f"spent {floor.store_cpu_ms_per_message:.2f} ms of CPU per message and the boto3 "

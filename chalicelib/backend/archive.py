@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 Record = dict[str, Any]
 
-# Item attributes that hold message content, replaced by `<name>_sha256` and `<name>_size`.
-REDACTED = ("body", "attrs")
+# Item attributes that hold message content, replaced by `<name>_sha256` and `<name>_size`
+# (a wide item's `lbody` and `lattrs` by those of `body` and `attrs`: see backend.items).
+REDACTED = {"body": "body", "attrs": "attrs", "lbody": "body", "lattrs": "attrs"}
 
 
 class Sink(Protocol):
@@ -85,13 +86,13 @@ def json_lines_gz(rows: Iterable[Mapping[str, Any]]) -> bytes:
 def redact_image(image: Mapping[str, Any]) -> dict[str, Any]:
     """An item image with message content replaced by its SHA-256 and size in bytes."""
     result = dict(image)
-    for name in REDACTED:
+    for name, shown in REDACTED.items():
         value = result.pop(name, None)
         if value is None or "S" not in value:
             continue
         raw = str(value["S"]).encode("utf-8")
-        result[f"{name}_sha256"] = {"S": hashlib.sha256(raw).hexdigest()}
-        result.setdefault(f"{name}_size", {"N": str(len(raw))})
+        result[f"{shown}_sha256"] = {"S": hashlib.sha256(raw).hexdigest()}
+        result.setdefault(f"{shown}_size", {"N": str(len(raw))})
     return result
 
 

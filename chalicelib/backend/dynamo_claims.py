@@ -1,11 +1,16 @@
-"""Several claims in one TransactWriteItems, read back with one BatchGetItem.
+"""Several claims in one TransactWriteItems.
 
 A claim per candidate (a conditional UpdateItem) made receive cost one request per
 message. Here every candidate of a receive gets its own conditional Update in one
 transaction. When some conditions fail (another receiver won those), DynamoDB
 cancels the whole transaction; the cancellation reasons say which, and the rest go
-again in a further transaction. A transaction returns no items, and the visibility
-index projects only `expires_ms` and `rc`, so the won items are read back with one
+again in a further transaction.
+
+A transaction returns no items. The visibility index projects every attribute, so
+the query that found the candidates read the messages already: a won claim is that
+message with the claim's changes applied (its condition, `visible_at` as the query
+saw it, proves that nothing changed it in between). A table made by an earlier
+version projects only `expires_ms` and `rc`; its won items are read back with one
 consistent BatchGetItem. A visibility timeout of 0 lets another receiver re-claim an
 item between the two requests: an item read back under another claim token is
 treated as lost, so a message is never handed out under a claim that is not the
@@ -51,15 +56,22 @@ def claim_values(seen: int, visible_at: int, token: str, now_ms: int) -> dict[st
     }
 
 
+def claimed(message: Message, visible_at: int, token: str, now_ms: int) -> Message:
+    """The message once CLAIM_UPDATE has applied to it."""
+    return message.with_changes(
+        visible_at=visible_at, claim_token=token, receive_count=message.receive_count + 1,
+        first_receive_ms=message.first_receive_ms or now_ms)
+
+
 class BatchClaims:
     """Claims many candidates of one shard: one transaction, then one batch read."""
 
     def __init__(
-        self, client: DynamoDBClient, table: str, load: Callable[[Item], Message]
+        self, client: DynamoDBClient, table: str, complete: Callable[[Message], Message]
     ) -> None:
         self._db = client
         self._table = table
-        self._load = load
+        self._complete = complete  # reads a message's parts kept in S3
 
     def claim(
         self, queue_id: str, shard: int, claims: Sequence[tuple[Candidate, str]],
@@ -68,13 +80,18 @@ class BatchClaims:
         """Claim each (candidate, token); the message per claim, None where it was lost."""
         ops = [self._op(queue_id, shard, c, token, visible_at, now_ms) for c, token in claims]
         won = self._transact(ops)
-        read = self._read([ops[i]["Update"]["Key"] for i in won])
+        read = self._read([ops[i]["Update"]["Key"] for i in won
+                           if claims[i][0].message is None])
         result: list[Message | None] = [None] * len(claims)
         for index in won:
             candidate, token = claims[index]
+            if candidate.message is not None:
+                result[index] = self._complete(
+                    claimed(candidate.message, visible_at, token, now_ms))
+                continue
             item = read.get(candidate.message_id)
             if item is not None and item.get("claim", {}).get("S") == token:
-                result[index] = self._load(item)
+                result[index] = self._complete(items.from_item(item))
         return result
 
     def _op(

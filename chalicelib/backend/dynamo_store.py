@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend import items
 from chalicelib.backend.bodies import BodyStore
-from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_values
+from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_values, claimed
 from chalicelib.backend.dynamo_moves import BatchMoves, Move, MoveOutcome, ProgressOp
 from chalicelib.backend.dynamo_sends import DynamoSends
 from chalicelib.backend.items import VISIBLE_INDEX, Item
@@ -52,7 +52,7 @@ class DynamoMessageStore:
         self.table = table
         self._bodies = bodies
         self._inline_limit = inline_limit
-        self._claims = BatchClaims(client, table, self._load)
+        self._claims = BatchClaims(client, table, self._complete)
         self._moves = BatchMoves(client, table)
         self._counters = counters
 
@@ -167,7 +167,10 @@ class DynamoMessageStore:
         self, queue_id: str, shard: int, candidate: Candidate, visible_at: int, token: str,
         now_ms: int,
     ) -> Message | None:
-        """Conditional UpdateItem on `visible_at = :seen`: one winner per visibility window."""
+        """Conditional UpdateItem on `visible_at = :seen`: one winner per visibility window.
+        The message is the one the index query read, claimed (or, when the index entry
+        did not hold it whole, the item the update returns)."""
+        whole = candidate.message
         try:
             with translate_errors():
                 result = self._db.update_item(
@@ -178,10 +181,12 @@ class DynamoMessageStore:
                     ExpressionAttributeValues=claim_values(
                         candidate.visible_at, visible_at, token, now_ms
                     ),
-                    ReturnValues="ALL_NEW",
+                    ReturnValues="NONE" if whole is not None else "ALL_NEW",
                 )
         except ConditionFailedError:
             return None
+        if whole is not None:
+            return self._complete(claimed(whole, visible_at, token, now_ms))
         return self._load(result["Attributes"])
 
     def claim_many(
@@ -195,15 +200,20 @@ class DynamoMessageStore:
         return self._claims.claim(queue_id, shard, claims, visible_at, now_ms)
 
     def _load(self, item: Item) -> Message:
-        body_key = item.get("body_key", {}).get("S")
-        attributes_key = item.get("attrs_key", {}).get("S")
+        return self._complete(items.from_item(item))
+
+    def _complete(self, message: Message) -> Message:
+        """The message with the body and attributes that live in S3 read back in."""
+        if not (message.body_key or message.attributes_key):
+            return message
+        changes: dict[str, object] = {}
         with translate_errors():
-            body = self._bodies.get(body_key) if body_key else None
-            attributes = (
-                items.decode_attributes(self._bodies.get(attributes_key)) if attributes_key
-                else None
-            )
-        return items.from_item(item, body=body, attributes=attributes)
+            if message.body_key:
+                changes["body"] = self._bodies.get(message.body_key)
+            if message.attributes_key:
+                changes["attributes"] = items.decode_attributes(
+                    self._bodies.get(message.attributes_key))
+        return message.with_changes(**changes)
 
     def move(
         self, queue_id: str, shard: int, candidate: Candidate, target_queue_id: str,

@@ -11,6 +11,12 @@ from chalicelib.domain.messages import AttributeValue, Candidate, Message
 Item = dict[str, Any]
 
 VISIBLE_INDEX = "visible-index"
+# The visibility index projects what a receive returns (infra/dmq.template.json), except
+# the content of a wide item: one whose index entry would cost more than one write unit
+# (1 KB) keeps its body and attributes as `lbody` and `lattrs`, outside the projection,
+# and is marked `wide`; its claims are read back. A claim adds about CLAIM_GROWTH bytes.
+WRITE_UNIT_BYTES = 1024
+CLAIM_GROWTH = 96
 
 
 def partition_key(queue_id: str, shard: int) -> str:
@@ -85,7 +91,35 @@ def to_item(queue_id: str, shard: int, message: Message) -> Item:
     item.update({k: {"S": v} for k, v in optional.items() if v})
     if message.first_receive_ms:
         item["frc"] = {"N": str(message.first_receive_ms)}
+    if item_size(item) + CLAIM_GROWTH > WRITE_UNIT_BYTES:
+        _widen(item)
     return item
+
+
+def _widen(item: Item) -> None:
+    """Keep the content of a wide item outside the index's projection."""
+    for name, wide in (("body", "lbody"), ("attrs", "lattrs")):
+        if name in item:
+            item[wide] = item.pop(name)
+    item["wide"] = {"N": "1"}
+
+
+def item_size(item: Item) -> int:
+    """An item's size as DynamoDB bills it (attribute names plus values; a number
+    counted as its digits, at least its billed size)."""
+    size = 0
+    for name, value in item.items():
+        size += len(name.encode("utf-8"))
+        for kind, data in value.items():
+            size += len(data.encode("utf-8")) if kind in ("S", "N") else len(data) \
+                if kind == "B" else 1
+    return size
+
+
+def is_whole(item: Item) -> bool:
+    """Whether an index entry holds the whole message (it was projected, and is not
+    wide): a table made by an earlier version projects only `expires_ms` and `rc`."""
+    return "sent_ms" in item and "wide" not in item
 
 
 def _s(item: Item, name: str) -> str | None:
@@ -104,13 +138,14 @@ def from_item(
     """The Message in an item; `body` and `attributes` supply those that live in S3."""
     return Message(
         message_id=str(item["sk"]["S"]),
-        body=body if body is not None else (_s(item, "body") or ""),
+        body=body if body is not None else (_s(item, "body") or _s(item, "lbody") or ""),
         body_md5=_s(item, "body_md5") or "",
         sent_ms=_n(item, "sent_ms"),
         visible_at=_n(item, "visible_at"),
         expires_ms=_n(item, "expires_ms"),
         sender_id=_s(item, "sender") or "",
-        attributes=attributes if attributes is not None else decode_attributes(_s(item, "attrs")),
+        attributes=attributes if attributes is not None
+        else decode_attributes(_s(item, "attrs") or _s(item, "lattrs")),
         attributes_md5=_s(item, "attrs_md5"),
         system_attributes=decode_attributes(_s(item, "sys")),
         system_attributes_md5=_s(item, "sys_md5"),
@@ -131,11 +166,13 @@ def shard_of(item: Item) -> int:
 
 
 def to_candidate(item: Item) -> Candidate:
-    """A candidate from an index entry (keys plus the projected fields)."""
+    """A candidate from an index entry: the keys and the projected fields, and the whole
+    message when the entry holds it (`is_whole`)."""
     return Candidate(
         shard=shard_of(item),
         message_id=str(item["sk"]["S"]),
         visible_at=_n(item, "visible_at"),
         expires_ms=_n(item, "expires_ms"),
         receive_count=_n(item, "rc"),
+        message=from_item(item) if is_whole(item) else None,
     )

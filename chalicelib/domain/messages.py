@@ -107,6 +107,9 @@ class Candidate:
     visible_at: int
     expires_ms: int
     receive_count: int
+    # The whole message as the index projected it (None when the index projects only
+    # those fields): a claim then needs no second read for it.
+    message: Message | None = field(default=None, compare=False, repr=False)
 
     def action(self, now_ms: int, max_receive_count: int | None) -> CandidateAction:
         """Expired messages are dropped; over-received ones go to the dead-letter queue."""

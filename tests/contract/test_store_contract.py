@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from chalicelib.backend import items
 from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_sends import DynamoSends
@@ -364,3 +365,34 @@ def test_a_retried_large_message_keeps_the_objects_of_the_first(
     assert (kept.body_key, kept.body, kept.sent_ms) == (first.body_key, body, 1)
     assert [p.name for p in (tmp_path / "bodies" / "a" / "q").iterdir()] == [
         Path(str(first.body_key)).name]
+
+
+@pytest.mark.parametrize("twin", ["store", "memory"])
+def test_claims_of_compact_and_wide_messages_return_them_whole(
+    store: Store, tmp_path: Path, twin: str,
+) -> None:
+    # GIVEN a compact message (its index entry holds it) and a wide one (a body of 2 KB,
+    # kept outside the index's projection), both visible
+    messages: Any = _dynamo_store(store, tmp_path) if twin == "store" else MemoryStore()
+    sent = [Message("m1", "small", "md5", sent_ms=1, visible_at=100, expires_ms=10**13),
+            Message("m2", "w" * 2048, "md5", sent_ms=2, visible_at=100, expires_ms=10**13)]
+    messages.put_messages("a/q", [(0, m) for m in sent])
+    # WHEN the index is read and both are claimed together
+    page = messages.find_candidates("a/q", 0, 200, 10, None)
+    claims = [(c, f"token-{c.message_id}") for c in page.candidates]
+    got = messages.claim_many("a/q", 0, claims, 5000, 200)
+    # THEN each comes back whole, under its own claim, received once
+    assert sorted((m.message_id, m.body, m.claim_token, m.receive_count, m.visible_at,
+                   m.first_receive_ms) for m in got) == [
+        ("m1", "small", "token-m1", 1, 5000, 200),
+        ("m2", "w" * 2048, "token-m2", 1, 5000, 200)]
+    if twin == "store":
+        # AND the index held the compact one whole, and only the keys and state of the
+        # wide one, whose entry stays within one write unit
+        whole = {c.message_id: c.message is not None for c in page.candidates}
+        assert whole == {"m1": True, "m2": False}
+        entries = store.dynamodb.query(
+            TableName=store.messages, IndexName="visible-index",
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": "a/q#0"}})["Items"]
+        assert all(items.item_size(e) <= items.WRITE_UNIT_BYTES for e in entries), entries
