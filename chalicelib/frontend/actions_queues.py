@@ -20,8 +20,10 @@ Response = dict[str, Any]
 
 def queue_of(svc: Services, ctx: RequestContext, p: Params) -> QueueRecord:
     """The active queue named by the QueueUrl parameter (as the adapter parsed it; a
-    bare queue name is in the caller's account)."""
+    bare queue name is in the caller's account), as routing looked it up."""
     p.required_str("QueueUrl")
+    if ctx.looked_up:
+        return svc.queues.active(ctx.queue_record)
     return svc.queues.get(*ctx.queue_parts())
 
 

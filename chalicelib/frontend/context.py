@@ -6,6 +6,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.queue_urls import QueueTarget, could_be_queue, is_region
 from chalicelib.service.exceptions import QueueDoesNotExistError, SignatureDoesNotMatchError
 from chalicelib.service.identity import Caller
@@ -38,6 +39,10 @@ class RequestContext:
     # The queue the request's QueueUrl names, parsed once by the protocol adapter (None:
     # it names none, or none well; `queue_parts` then refuses it).
     queue: QueueTarget | None = None
+    # The record of that queue, once routing looked it up (`looked_up`; None: there is no
+    # such queue), so that the action does not look it up again.
+    queue_record: QueueRecord | None = None
+    looked_up: bool = False
 
     def queue_url(self, account: str, name: str) -> str:
         """`<scheme>://<host>/<account>/<name>`."""

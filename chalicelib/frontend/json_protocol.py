@@ -91,8 +91,8 @@ def handle(
                                        host)
         account = context.account
         queue = queue_named(params.data, context.queue_parts_or_none())
-        result = dispatch(action, route(services_for, services, action, context),
-                          context, params)
+        routed, context = route(services_for, services, action, context)
+        result = dispatch(action, routed, context, params)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
         error = to_sqs_error(exc)
         meter_request(meter, account, action, params, None, outcome_of(error), queue)

@@ -147,8 +147,8 @@ def handle(
                                        host)
         account = context.account
         queue = queue_named(params.data, context.queue_parts_or_none())
-        result = dispatch(action, route(services_for, services, action, context),
-                          context, params)
+        routed, context = route(services_for, services, action, context)
+        result = dispatch(action, routed, context, params)
         body = query_output.response(model, result, request_id)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
         error = to_sqs_error(exc)

@@ -89,7 +89,11 @@ class QueueService:
     # -- lookup ------------------------------------------------------------------------
     def get(self, account: str, name: str) -> QueueRecord:
         """The active queue, or QueueDoesNotExist."""
-        record = self._repo.get(queue_id_of(account, name))
+        return self.active(self._repo.get(queue_id_of(account, name)))
+
+    @staticmethod
+    def active(record: QueueRecord | None) -> QueueRecord:
+        """The record if it is of an active queue, or QueueDoesNotExist."""
         if record is None or record.status is not QueueStatus.ACTIVE:
             raise QueueDoesNotExistError()
         return record
