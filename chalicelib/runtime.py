@@ -336,8 +336,8 @@ class Runtime:
                 delivery = PushDelivery(repo, services.queues, services.messages, self._clock,
                                         region, PushOptions(workers=self.settings.push_workers,
                                                             destinations=destinations))
-                self._push[region] = (SubscriptionService(repo, self._clock, destinations),
-                                      delivery)
+                self._push[region] = (SubscriptionService(repo, self._clock, destinations,
+                                                          delivery.wake), delivery)
             return self._push[region]
 
     def forget_store(self, region: str) -> None:

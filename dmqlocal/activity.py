@@ -1,15 +1,17 @@
 """What an idle local server does not do: the background loops slow down when nothing
-happens, and every request the server handles wakes them up again.
+happens, and the requests the server handles wake them up again.
 
 The stream pump backs off to one GetRecords round every `StreamPump.IDLE_CAP_S` while its
 streams are quiet, the move task pass and the push supervisor run rarely while nothing
 runs, and the table watch lists tables on a slow timer. A request to the server (a send,
-a StartMessageMoveTask, an admin call that subscribes an endpoint) may make work for any
-of them, so the server's front door calls `Activity.touch` when it takes one and again
-when it has served it (what the request wrote is in the store by then): the pump
-reads again at once, the move task pass runs at the next scheduler tick, the push
-supervisor reads the subscriptions again. Writes made by another process on the same
-store are seen at the idle pace (at most `StreamPump.IDLE_CAP_S` later for the pump).
+a StartMessageMoveTask) may make work for the pump or the move task pass, so the
+server's front door calls `Activity.touch` when it takes one and again when it has served
+it (what the request wrote is in the store by then): the pump reads again at once, and
+the move task pass runs at the next scheduler tick if the request started a task (the
+scheduler asks the pass whether it is busy; any other request costs it nothing). The push
+supervisor is told by the subscription service itself when a subscription is created or
+deleted. Writes made by another process on the same store are seen at the idle pace (at
+most `StreamPump.IDLE_CAP_S` later for the pump).
 """
 
 from __future__ import annotations

@@ -108,8 +108,8 @@ def local_schedule_bindings(app: Chalice, failover_after_s: float, scale: float 
     least EventBridge allows, and the default failover time is three of them. The move
     task handler runs every second, so that a redrive moves at its rate (on AWS each
     minute's run steps the tasks for `DMQ_MOVE_TASK_RUN_S`). With `moves_busy` (whether
-    the last pass found a task running), it runs every MOVE_TASKS_IDLE_S while none does,
-    and within a second of a request to the server (which may have started one)."""
+    the last pass found a task running, or this server started one since), it runs every
+    MOVE_TASKS_IDLE_S while none does, and within a second of a request that started one."""
     beat_s = failover_after_s / HEARTBEATS_PER_FAILOVER / (scale or 1.0)
     moves_s = MOVE_TASKS_PERIOD_S / (scale or 1.0)
     idle_s = MOVE_TASKS_IDLE_S / (scale or 1.0) if moves_busy is not None else None

@@ -65,10 +65,11 @@ class StreamPump:
     only when a failing handler holds `MAX_PENDING` records. The last record each
     handler took is checkpointed per shard, so a new pump resumes after it.
 
-    While the streams are quiet, the pause between passes doubles from `interval_s` up
-    to `idle_cap_s` (an idle pump makes about one GetRecords per shard per cap); the
-    first records, `wake()` (a request reached the server) or `wait_caught_up` bring it
-    back to `interval_s` at once.
+    While records come, a pass begins every `interval_s` (back to back while a backlog
+    is read). While the streams are quiet, the pause between passes doubles from
+    `interval_s` up to `idle_cap_s` (an idle pump makes about one GetRecords per shard per
+    cap); the first records, `wake()` (a request reached the server) or `wait_caught_up`
+    bring it back to `interval_s` at once.
     """
 
     MAX_PENDING = 10_000
@@ -77,6 +78,7 @@ class StreamPump:
     BACKOFF_MIN_S = 0.2
     BACKOFF_MAX_S = 10.0
     IDLE_CAP_S = 1.0  # the longest pause between two passes over quiet streams
+    BACKLOG_RECORDS = 500  # a pass handing over this many goes again at once
 
     def __init__(
         self, dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient,
@@ -141,6 +143,11 @@ class StreamPump:
                 moved = 0
             if moved:
                 pause = self._interval
+                # As Lambda polls a shard a few times a second: a pass that found little
+                # waits out the interval (records gather for the next one); a backlog is
+                # read back to back. A caller waiting for a pass cuts the wait short.
+                if moved < self.BACKLOG_RECORDS:
+                    self._urgent.wait(max(0.0, polled_at + self._interval - time.monotonic()))
                 continue
             if self._wake.wait(pause) or self._retrying():
                 self._wake.clear()

@@ -10,7 +10,9 @@ from chalicelib.runtime import Runtime
 
 logger = logging.getLogger("dmq.push")
 RUN_S = 60.0  # a run reads the subscriptions again every few seconds; this bounds one run
-IDLE_REFRESH_S = 15.0  # with no subscription: how often they are read again (or on a request)
+# With no subscription: how often they are read again (a subscription created or deleted
+# through this server is seen at once: `SubscriptionService` wakes the delivery).
+IDLE_REFRESH_S = 15.0
 
 
 class PushLoop:
@@ -29,14 +31,6 @@ class PushLoop:
                                       name=f"dmq-push-{region}")
             self._threads.append(thread)
             thread.start()
-
-    def wake(self) -> None:
-        """A request reached the server: read the subscriptions again now."""
-        for region in self._regions:
-            try:
-                self._runtime.push(region).wake()
-            except Exception:
-                logger.debug("push delivery in %s not woken", region, exc_info=True)
 
     def stop(self) -> None:
         """Stop: the workers deliver the batch in hand, then give back their slots."""

@@ -175,7 +175,6 @@ class LocalDmq:
         self.scheduler.start()
         self.activity.subscribe(self.scheduler.wake)
         self.push_loop = PushLoop(self._runtime, settings.all_regions)
-        self.activity.subscribe(self.push_loop.wake)
         self.push_loop.start()
         if self.exporter is not None:
             self.exporter.start()

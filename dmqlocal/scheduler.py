@@ -25,7 +25,8 @@ def scheduled_event(name: str) -> dict[str, object]:
 
 class Scheduler:
     """Runs each binding every `period_s * scale` seconds in one background thread; a
-    binding with an idle period runs that rarely while it is not busy, until `wake()`."""
+    binding with an idle period runs that rarely while it is not busy. `wake()` (a request
+    was served) brings a binding that has become busy back to its period at once."""
 
     def __init__(self, bindings: list[ScheduleBinding], scale: float = 1.0) -> None:
         self._bindings = bindings
@@ -36,7 +37,7 @@ class Scheduler:
         self.runs = 0
 
     def wake(self) -> None:
-        """A request reached the server: run the idle bindings at the next tick."""
+        """A request reached the server: run the bindings it made busy at the next tick."""
         self._woken.set()
 
     def _period(self, binding: ScheduleBinding) -> float:
@@ -75,7 +76,8 @@ class Scheduler:
             woken = self._woken.is_set()
             self._woken.clear()
             for binding in self._bindings:
-                if woken and binding.idle_period_s is not None:
+                if woken and binding.idle_period_s is not None and (
+                        binding.busy is None or binding.busy()):
                     due[binding.name] = min(due[binding.name],
                                             now + binding.period_s * self._scale)
                 if now >= due[binding.name]:

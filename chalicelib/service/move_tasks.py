@@ -118,6 +118,7 @@ class MoveTaskService:
             self._repo.start(task)
         except SourceBusyError as exc:
             raise InvalidParameterValueError(_BUSY) from exc
+        self.running_seen = max(self.running_seen, 1)  # a local scheduler runs the pass soon
         return task
 
     def list(self, source_arn: str, max_results: int | None) -> list[MoveTask]:

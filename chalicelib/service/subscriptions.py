@@ -4,6 +4,7 @@ source mapping (CreateEventSourceMapping's limits and defaults)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -159,10 +160,14 @@ class SubscriptionService:
     """The admin operations on a queue's push subscriptions."""
 
     def __init__(self, repo: SubscriptionRepository, clock: Clock,
-                 destinations: DestinationPolicy | None = None) -> None:
+                 destinations: DestinationPolicy | None = None,
+                 on_change: Callable[[], None] | None = None) -> None:
         self._repo = repo
         self._clock = clock
         self._destinations = destinations or DestinationPolicy()
+        # Told when a subscription is created or deleted: the delivery of this process
+        # reads the subscriptions again at once (others at their refresh).
+        self._on_change = on_change or (lambda: None)
 
     def create(self, queue: QueueRecord, body: dict[str, Any] | None) -> Subscription:
         """Subscribe a target to the queue (an endpoint only at an allowed address)."""
@@ -173,6 +178,7 @@ class SubscriptionService:
             raise SubscriptionLimitError(
                 f"The queue {queue.name} already has {MAX_PER_QUEUE} subscriptions, the most "
                 "DMQ allows.")
+        self._on_change()
         return sub
 
     def list(self, queue: QueueRecord) -> list[Subscription]:
@@ -186,4 +192,5 @@ class SubscriptionService:
             raise SubscriptionNotFoundError(
                 f"The resource you requested does not exist. (Subscription {sub_id})")
         self._repo.delete(sub)
+        self._on_change()
         return sub

@@ -598,3 +598,17 @@ def test_dead_letter_item_keeps_its_source_queue_arn(sqs: Any, aws: Any) -> None
         TableName="dmq-messages", KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": "000000000000/dead#0"}})["Items"]
     assert [i["dlq_source"]["S"] for i in found] == [_arn(sqs, source)]
+
+
+def test_a_started_task_makes_the_pass_busy_at_once(sqs: Any) -> None:
+    # GIVEN a DLQ holding a message, and a pass that found nothing running
+    source, dlq = _pipe(sqs)
+    _dead_letter(sqs, source, ["m"])
+    moves = runtime.services_for().move_tasks
+    _advance()
+    assert moves.running_seen == 0
+    # WHEN a task starts THEN the pass says it is busy before it runs again (a local
+    # scheduler woken by this request runs it at its one-second period, not the idle one)
+    sqs.start_message_move_task(SourceArn=_arn(sqs, dlq))
+    assert moves.running_seen == 1
+    assert _advance() == 1

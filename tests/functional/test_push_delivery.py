@@ -442,3 +442,21 @@ def test_the_slots_of_a_crashed_worker_free_themselves_when_their_time_passes(
         clock.advance(31)
         recorder.wait_for(1)
     assert recorder.bodies() == [["waits for a slot"]]
+
+
+def test_subscribing_and_unsubscribing_wake_this_processs_delivery(
+    dmq: Client, sqs: Any, recorder: Recorder
+) -> None:
+    # GIVEN a queue and this process's push delivery, not woken yet
+    sqs.create_queue(QueueName="woken")
+    delivery = runtime.push()
+    delivery._woken.clear()
+    # WHEN an endpoint subscribes THEN the delivery is woken to read the subscriptions
+    sub = subscribe(dmq, "woken", FunctionName=recorder.name)  # type: ignore[attr-defined]
+    assert delivery._woken.is_set()
+    # AND likewise when it unsubscribes
+    delivery._woken.clear()
+    response = SignedHttp(dmq).delete(
+        f"/admin/queues/{ACCOUNT}/woken/subscriptions/{sub['UUID']}")
+    assert response.status_code == 200, response.body
+    assert delivery._woken.is_set()

@@ -1,6 +1,6 @@
 """GIVEN the local server's background loops WHEN nothing happens THEN the move task pass
-runs at its idle period while no task runs, and a request (the activity the front door
-reports, before and after serving it) brings it back within a second."""
+runs at its idle period while no task runs, and a request that starts one (the activity the
+front door reports, before and after serving it) brings it back within a second."""
 
 from __future__ import annotations
 
@@ -57,8 +57,33 @@ def test_an_idle_binding_runs_rarely_until_woken_and_a_busy_one_at_its_period() 
     assert _runs(busy=False, wake_every_s=None, seconds=3.2) == 1
     # busy: every period (the scheduler ticks twice a second)
     assert _runs(busy=True, wake_every_s=None, seconds=3.2) >= 4
-    # idle but woken by requests: back at its period
-    assert _runs(busy=False, wake_every_s=0.3, seconds=3.2) >= 3
+    # woken by requests that started nothing: still idle (a request costs it no run)
+    assert _runs(busy=False, wake_every_s=0.3, seconds=3.2) == 1
+
+
+def test_a_request_that_makes_an_idle_binding_busy_runs_it_at_the_next_tick() -> None:
+    # GIVEN an idle binding (30 s idle period) that has run once
+    calls: list[float] = []
+    busy = threading.Event()
+    binding = ScheduleBinding("moves", lambda event, context: calls.append(time.monotonic()),
+                              period_s=0.5, idle_period_s=30.0, busy=busy.is_set)
+    scheduler = Scheduler([binding], scale=1.0)
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 5.0
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(calls) == 1
+        # WHEN a request makes it busy (it started a move task) and wakes the scheduler
+        busy.set()
+        woken_at = time.monotonic()
+        scheduler.wake()
+        while len(calls) < 2 and time.monotonic() < woken_at + 5.0:
+            time.sleep(0.05)
+    finally:
+        scheduler.stop()
+    # THEN it ran within a second, not at its idle period
+    assert len(calls) >= 2 and calls[1] - woken_at <= 1.0 + 0.5, calls
 
 
 def test_the_gate_touches_the_activity_before_and_after_each_request() -> None:
@@ -136,3 +161,33 @@ def test_requests_that_wake_the_pump_never_speed_it_past_its_interval() -> None:
         pump.stop()
     # THEN it made a pass at most every 0.2 s (not one per wake), and kept the fast pace
     assert 5 <= pump.passes <= 2.0 / 0.2 + 2, pump.passes
+
+
+class _BusyStreams(StreamPump):
+    """A pump whose every pass hands over `moved` records, counted."""
+
+    passes = 0
+    moved = 0
+
+    def poll_once(self, flush: bool = True) -> int:
+        self.passes += 1
+        return self.moved
+
+
+def _passes_in(seconds: float, moved: int) -> int:
+    pump = _BusyStreams(None, None, [], "us-east-1", interval_s=0.2)  # type: ignore[arg-type]
+    pump.moved = moved
+    pump.start()
+    try:
+        time.sleep(seconds)
+    finally:
+        pump.stop()
+    return pump.passes
+
+
+def test_records_coming_in_small_numbers_are_read_at_the_interval_a_backlog_at_once() -> None:
+    # GIVEN streams that keep bringing a few records a pass WHEN the pump runs for 1 s
+    # THEN it reads at its interval (about 5 passes), as Lambda polls a shard
+    assert 4 <= _passes_in(1.0, moved=10) <= 1.0 / 0.2 + 2
+    # AND a backlog (a full page a pass) is read back to back
+    assert _passes_in(1.0, moved=StreamPump.BACKLOG_RECORDS) > 50
