@@ -6,11 +6,12 @@ protocol gets its XML error."""
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,21 @@ def _post(request: AWSRequest) -> tuple[int, str]:
         return int(error.code), error.read().decode()
 
 
+def _at_once(count: int, call: Callable[[int], Any]) -> list[Any]:
+    """`call(n)` for n in range(count), each in a thread of its own, all released together,
+    so that they reach the servers within a moment however loaded the machine is."""
+    start = threading.Barrier(count)
+
+    def run(n: int) -> Any:
+        start.wait(timeout=30)
+        return call(n)
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(run, range(count)))
+
+
 def test_botocore_retries_throttled_sends_over_http(servers: list[Server]) -> None:
-    # GIVEN a fresh queue (10/s, room for 2) and clients of two servers that retry as
+    # GIVEN a fresh queue (10/s, room for 10) and clients of two servers that retry as
     # botocore's standard mode does
     config = Config(retries={"mode": "standard", "total_max_attempts": 10})
     clients = [boto3.client("sqs", endpoint_url=s.url, region_name="us-east-1",
@@ -108,9 +122,8 @@ def test_botocore_retries_throttled_sends_over_http(servers: list[Server]) -> No
         sent = clients[n % 2].send_message(QueueUrl=url, MessageBody=f"m{n}")
         return int(sent["ResponseMetadata"]["RetryAttempts"])
 
-    # WHEN 4 threads send 20 messages at once, more than the rate
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        retries = list(pool.map(send, range(20)))
+    # WHEN 20 threads each send a message at the same moment, more than the bucket holds
+    retries = _at_once(20, send)
     # THEN some were throttled and retried, every send succeeded, and each message is
     # there once (a throttled send was refused before anything was written)
     assert sum(retries) > 0, retries
@@ -138,9 +151,8 @@ def test_a_throttled_query_request_gets_the_query_error(servers: list[Server]) -
         SigV4Auth(Credentials("k", "s"), "sqs", "us-east-1").add_auth(request)
         return _post(request)
 
-    # WHEN 4 threads send 16 at once, more than the bucket holds
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        answers = list(pool.map(send, range(16)))
+    # WHEN 20 threads each send one at the same moment, more than the bucket holds
+    answers = _at_once(20, send)
     statuses = [status for status, _ in answers]
     # THEN the excess is refused in the Query protocol's shape: 403, a Sender fault
     refused = [body for status, body in answers if status != 200]
