@@ -48,6 +48,7 @@ def deploy_stack(
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "AlreadyExistsException":
             raise
+        body = keep_deployed_indexes(cloudformation, stack, body)
         try:
             cloudformation.update_stack(
                 StackName=stack, TemplateBody=body, Parameters=params, Capabilities=CAPABILITIES
@@ -59,6 +60,30 @@ def deploy_stack(
     cloudformation.get_waiter(waiter).wait(StackName=stack)
     described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
     return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+
+
+def keep_deployed_indexes(cloudformation: Any, stack: str, body: str) -> str:
+    """The template with each deployed table's local secondary indexes as they were
+    deployed. An index's projection cannot change on an existing table: CloudFormation
+    would replace the table, which it refuses for a named one, so the update would fail.
+    DMQ reads a messages table whose visibility index has an earlier projection (it reads
+    the claimed messages back), so the table keeps it."""
+    deployed = cloudformation.get_template(StackName=stack,
+                                           TemplateStage="Original")["TemplateBody"]
+    old = json.loads(deployed) if isinstance(deployed, str) else deployed
+    new = json.loads(body)
+    kept = False
+    for name, resource in new.get("Resources", {}).items():
+        before = old.get("Resources", {}).get(name, {})
+        if resource.get("Type") != "AWS::DynamoDB::Table" or before.get("Type") != \
+                resource["Type"]:
+            continue
+        indexes = before.get("Properties", {}).get("LocalSecondaryIndexes")
+        if indexes is not None and indexes != resource["Properties"].get(
+                "LocalSecondaryIndexes"):
+            resource["Properties"]["LocalSecondaryIndexes"] = indexes
+            kept = True
+    return json.dumps(new, indent=2) if kept else body
 
 
 def ensure_receipt_key(ssm: Any, stage: str) -> str:
