@@ -6,16 +6,16 @@ transaction. When some conditions fail (another receiver won those), DynamoDB
 cancels the whole transaction; the cancellation reasons say which, and the rest go
 again in a further transaction.
 
-A transaction returns no items. The visibility index projects every attribute, so
-the query that found the candidates read the messages already: a won claim is that
-message with the claim's changes applied (its condition, `visible_at` as the query
-saw it, proves that nothing changed it in between). A table made by an earlier
-version projects only `expires_ms` and `rc`; its won items are read back with one
-consistent BatchGetItem. A visibility timeout of 0 lets another receiver re-claim an
-item between the two requests: an item read back under another claim token is
-treated as lost, so a message is never handed out under a claim that is not the
-caller's. botocore fills in the transaction's ClientRequestToken, which makes its own
-retries of a transaction that landed (a lost answer) idempotent.
+A transaction returns no items. The visibility index projects a compact message whole
+(`backend.items`), so the query that found the candidates read those already: a won
+claim is that message with the claim's changes applied (its condition, `visible_at` as
+the query saw it, proves that nothing changed it in between). A wide item, and every
+item of a table made by an earlier version (its index projects only `expires_ms` and
+`rc`), is read back with one consistent BatchGetItem. A visibility timeout of 0 lets
+another receiver re-claim an item between the two requests: an item read back under
+another claim token is treated as lost, so a message is never handed out under a claim
+that is not the caller's. botocore fills in the transaction's ClientRequestToken, which
+makes its own retries of a transaction that landed (a lost answer) idempotent.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def claimed(message: Message, visible_at: int, token: str, now_ms: int) -> Messa
 
 
 class BatchClaims:
-    """Claims many candidates of one shard: one transaction, then one batch read."""
+    """Claims many candidates of one shard: one transaction, and one batch read of those
+    the index query did not read whole."""
 
     def __init__(
         self, client: DynamoDBClient, table: str, complete: Callable[[Message], Message]

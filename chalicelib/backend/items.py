@@ -105,8 +105,8 @@ def _widen(item: Item) -> None:
 
 
 def item_size(item: Item) -> int:
-    """An item's size as DynamoDB bills it (attribute names plus values; a number
-    counted as its digits, at least its billed size)."""
+    """An item's size as DynamoDB bills it: attribute names plus values (a number is
+    counted as its digits, more than DynamoDB counts, so the estimate errs high)."""
     size = 0
     for name, value in item.items():
         size += len(name.encode("utf-8"))
