@@ -78,20 +78,24 @@ def _serve_sqs(path: str) -> Response:
     request = app.current_request
     assert request is not None
     body = request.raw_body if isinstance(request.raw_body, bytes) else None
-    keys = observability.request_keys(request.headers, body, runtime.settings.account_id)
     query = request.query_params
     pairs = [(k, v) for k in query for v in query.getlist(k)] if query else []
     is_query = query_protocol.is_query(request.method, request.headers, dict(pairs))
     query_request = query_protocol.QueryRequest(path, pairs, dict(request.headers), body)
-    if is_query and keys:  # structured logs are on: name the Query request's action
-        keys = query_protocol.log_keys(query_request, runtime.settings.account_id)
-    with observability.request_scope({**keys, "request_id": _request_id()}), \
+    # The request's log lines are named by the protocol adapter, from its one parse.
+    with observability.request_scope({"account": runtime.settings.account_id,
+                                      "request_id": _request_id()}), \
             contextlib.ExitStack() as admitted:
         signed = _signed_request(path, pairs, body)
         try:  # the front door: verified, and its account's share and rate checked
             ticket = admitted.enter_context(runtime.admission().admitted(
                 signed, region_from_headers(signed.headers, "")))
         except RateThrottledError as exc:
+            keys = (query_protocol.log_keys(query_request, runtime.settings.account_id)
+                    if is_query else observability.request_keys(
+                        request.headers, body, runtime.settings.account_id))
+            observability.name_request(keys.get("action", ""), keys.get("account", ""),
+                                       keys.get("queue"))
             result = refusal(exc, request.method, signed.headers, dict(pairs))
         else:
             connection = _transport()

@@ -135,11 +135,25 @@ def configure(json_logs: bool, emit_metrics: bool, level: str = "INFO") -> None:
     _queue_counts.take_pending()  # counts from before a switch are not printed after it
 
 
+def name_request(action: str, account: str, named: str | None) -> None:
+    """Give the request's log lines its action, account and queue, as the protocol adapter
+    parsed them (`named`: `<account>/<queue>`, a bare queue name, or nothing). Only
+    structured logs use them."""
+    structured = _state.structured
+    if structured is None or not _handler.enabled:
+        return
+    owner, _, queue = (named or "").rpartition("/")
+    keys = {"action": action, "queue": queue}
+    if owner or account:
+        keys["account"] = owner or account
+    structured.thread_safe_append_keys(**keys)
+
+
 def request_keys(headers: Mapping[str, str], body: bytes | None,
                  default_account: str) -> dict[str, str]:
-    """Action, account and queue of an SQS request, read leniently (bad input is the
-    protocol's to reject; here it only leaves a key empty). Only structured logs use
-    them: with those off, nothing is parsed."""
+    """Action, account and queue of an SQS request that the front door refused before
+    any protocol adapter parsed it, read leniently (here bad input only leaves a key
+    empty). Only structured logs use them: with those off, nothing is parsed."""
     if _state.structured is None:
         return {}
     lowered = {k.lower(): v for k, v in headers.items()}

@@ -50,11 +50,11 @@ def error_response(error: SqsError, request_id: str) -> HttpResponse:
     return HttpResponse(error.status, headers, json.dumps(body))
 
 
-def _parse(headers: Mapping[str, str], body: bytes | None) -> tuple[str, Params]:
+def _action(headers: Mapping[str, str]) -> str:
     target = headers.get("x-amz-target", "")
     if not target.startswith(TARGET_PREFIX):
         raise InvalidActionError("Missing or invalid X-Amz-Target header.")
-    return target[len(TARGET_PREFIX):], Params(decode_object(body))
+    return target[len(TARGET_PREFIX):]
 
 
 class Meter(Protocol):
@@ -82,7 +82,8 @@ def handle(
     try:
         caller = authenticate() if authenticate is not None else None
         account = caller.account if caller is not None else ""
-        action, params = _parse(lowered, body)
+        action = _action(lowered)
+        params = Params(decode_object(body))
         target = named_queue(params.raw("QueueUrl"))  # the one parse of its QueueUrl
         services = services_for_queue(
             services_for, services_for(region_from_headers(lowered, "")), target)
@@ -95,8 +96,10 @@ def handle(
         result = dispatch(action, routed, context, params)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
         error = to_sqs_error(exc)
+        observability.name_request(action, account, queue)
         meter_request(meter, account, action, params, None, outcome_of(error), queue)
         return error_response(error, request_id)
+    observability.name_request(action, account, queue)
     meter_request(meter, account, action, params, result, queue=queue)
     return HttpResponse(200, _headers(request_id), json.dumps(result))
 

@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl
 
 from botocore.model import OperationModel
 
+from chalicelib import observability
 from chalicelib.frontend import query_input, query_output
 from chalicelib.frontend.context import (
     base_url_from_headers,
@@ -152,8 +153,10 @@ def handle(
         body = query_output.response(model, result, request_id)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
         error = to_sqs_error(exc)
+        observability.name_request(action, account, queue)
         meter_request(meter, account, action, params, None, outcome_of(error), queue)
         return error_response(error, request_id)
+    observability.name_request(action, account, queue)
     meter_request(meter, account, action, params, result, queue=queue)
     return HttpResponse(200, _headers(request_id), body)
 

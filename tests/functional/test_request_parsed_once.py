@@ -1,7 +1,8 @@
 """GIVEN a queue WHEN each message action reaches DMQ (over the SQS JSON protocol and the
-Query protocol, through the real front door) THEN its QueueUrl is parsed once, by the
-protocol adapter, and the queue's record is looked up once: no layer below parses the URL
-again or looks the queue up again."""
+Query protocol, through the real front door, with plain or structured logs) THEN its
+QueueUrl is parsed once, by the protocol adapter, and the queue's record is looked up
+once: no layer below parses the URL again or looks the queue up again, and the log lines
+are named from that parse."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from botocore.config import Config
 from chalice.test import Client
 
+from chalicelib import observability
 from chalicelib.domain import queue_urls
 from chalicelib.metadata.repository import QueueRepository
 from tests.conftest import sqs_client
@@ -22,9 +24,15 @@ Call = Callable[[Any, str], Any]
 FORM = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8", "Host": "dmq.test"}
 
 
-@pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
-    """How often a QueueUrl was parsed and a queue record was looked up."""
+@pytest.fixture(params=["plain logs", "structured logs"])
+def counted(request: pytest.FixtureRequest,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    """How often a QueueUrl was parsed and a queue record was looked up, with plain logs
+    (locally) and with structured logs and metrics (as on Lambda, where each request's
+    log lines name its action, account and queue)."""
+    structured = request.param == "structured logs"
+    observability.configure(json_logs=structured, emit_metrics=structured)
+    request.addfinalizer(lambda: observability.configure(json_logs=False, emit_metrics=False))
     seen: Counter[str] = Counter()
     parse, get = queue_urls.parse_queue_url, QueueRepository.get
 
