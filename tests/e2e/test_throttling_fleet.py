@@ -30,16 +30,19 @@ from bench.throttle import fleet, measure
 
 SERVERS = 4
 QUEUE_RATE, ACCOUNT_RATE = 10.0, 20.0
-# The buckets keep their default size, one second of the rate. A bucket only a fifth of a
+# Buckets half a second deep. What a bucket holds when the window opens or closes moves
+# the figure by up to its size: a bucket of one second (the default) moved it by up to
+# 15% in an 8 s window (11.5/s of 10/s on a loaded machine). A bucket only a fifth of a
 # second deep overflowed whenever a loaded machine paused every server that long, so it
 # served less than its rate however much was offered (8.5/s of 10/s with 2.3 times the
-# rate offered). The window opens a second after the first RequestThrottled, when the
-# initial burst is spent, and is long enough that a second's burst left at its start or
-# end moves the figure by less than the tolerance.
+# rate offered). Half a second, over a 12 s window, bounds the first at about 4% and
+# tolerates pauses of half a second; the servers' account leases (2 tokens each) stay
+# within the account bucket. The window opens a second after the first RequestThrottled.
 # Four clients a server: a token bucket offered barely more than its rate serves less
 # than it, and on a loaded machine three clients a server offered only 1.2 times the
 # account's rate.
-SECONDS, WARMUP, THREADS = 8.0, 6.0, 4
+QUEUE_BURST, ACCOUNT_BURST = 5, 10
+SECONDS, WARMUP, THREADS = 12.0, 6.0, 4
 QUEUES = 6  # their queue buckets (6 x 10/s) together exceed the account's 20/s
 
 NS = "{http://queue.amazonaws.com/doc/2012-11-05/}"
@@ -50,7 +53,9 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
     env = {"DMQ_THROTTLE_QUEUE_RPS": f"{QUEUE_RATE:g}",
-           "DMQ_THROTTLE_ACCOUNT_RPS": f"{ACCOUNT_RATE:g}"}
+           "DMQ_THROTTLE_ACCOUNT_RPS": f"{ACCOUNT_RATE:g}",
+           "DMQ_THROTTLE_QUEUE_BURST": str(QUEUE_BURST),
+           "DMQ_THROTTLE_ACCOUNT_BURST": str(ACCOUNT_BURST)}
     with fleet(SERVERS, env, Path(tmp_path_factory.mktemp("throttle-fleet"))) as running:
         yield running
     for server in running:
@@ -110,7 +115,7 @@ def _at_once(count: int, call: Callable[[int], Any]) -> list[Any]:
 
 
 def test_botocore_retries_throttled_sends_over_http(servers: list[Server]) -> None:
-    # GIVEN a fresh queue (10/s, room for 10) and clients of two servers that retry as
+    # GIVEN a fresh queue (10/s, room for 5) and clients of two servers that retry as
     # botocore's standard mode does
     config = Config(retries={"mode": "standard", "total_max_attempts": 10})
     clients = [boto3.client("sqs", endpoint_url=s.url, region_name="us-east-1",
