@@ -68,13 +68,22 @@ def test_wide_attributes_leave_the_projection_with_the_body() -> None:
 
 
 def test_a_small_message_is_whole_in_its_index_entry() -> None:
-    message = _message("hello", system_attributes={
-        "AWSTraceHeader": AttributeValue("String", string_value="Root=1-5759e988-bd862e3fe")},
-        system_attributes_md5="s" * 32)
+    # GIVEN a compact message with every field an item keeps set (a field added to the
+    # item but not to the index's projection fails here)
+    message = _message(
+        "hello", attributes={"a": AttributeValue("String", string_value="v")},
+        attributes_md5="a" * 32, system_attributes={
+            "AWSTraceHeader": AttributeValue("String", string_value="Root=1-5759e988")},
+        system_attributes_md5="s" * 32, receive_count=2, first_receive_ms=1_700_000_000_005,
+        claim_token="t" * 8, dead_letter_source_arn="arn:aws:sqs:us-east-1:0:src",
+        group_id="tenant", envelope="e" * 40)
     item = items.to_item(QUEUE, 0, message)
     entry = {k: v for k, v in item.items() if k in _projected()}
+    # THEN its index entry holds it whole
     assert items.is_whole(entry)
     assert items.to_candidate(entry).message == message
+    # AND every attribute of the item but its TTL (`expires_at`) is projected
+    assert set(item) - _projected() == {"expires_at"}
 
 
 def test_an_entry_of_an_earlier_version_is_not_whole() -> None:
