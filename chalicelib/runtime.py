@@ -212,7 +212,7 @@ class Runtime:
         clients = Clients(settings, region)
         bodies = (FolderBodyStore(settings.bodies_dir) if settings.bodies_dir
                   else BodyStore(clients.s3, settings.bodies_bucket))
-        counters = ShardCounters(clients.dynamodb, settings.control_table)
+        counters = ShardCounters(clients.dynamodb, settings.control_table, clock=self._clock)
         dynamo_stores = {
             cluster: DynamoMessageStore(clients.dynamodb, settings.cluster_table(cluster), bodies,
                                         settings.inline_body_limit, counters)

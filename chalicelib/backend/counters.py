@@ -14,8 +14,11 @@ only the records after it are counted. This rests on what DynamoDB Streams promi
 one partition key: its records reach one handler at a time, in sequence order.
 
 A record counts +1 when an item becomes a live message and -1 when one stops being
-(deleted, purged, expired by TTL, moved, or replaced by a replication tombstone);
-claims and visibility changes count nothing, and cost nothing.
+(deleted, purged, expired by TTL, moved, or replaced by a replication tombstone).
+
+The same write keeps the shard's in-flight and delayed messages, as minute buckets
+(`chalicelib.backend.hidden_counts`): a claim or a visibility change moves its message
+between buckets, so a batch with claims costs its one write too.
 
 Slots 1 to 3 of each shard are read too: earlier versions spread request-path counts
 over four slots, and messages counted there are counted out here when they go.
@@ -25,11 +28,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.backend import items
+from chalicelib.backend import hidden_counts, items
+from chalicelib.backend.hidden_counts import ShardCount
 from chalicelib.backend.replica import is_tombstone, padded
+from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain import fifo
 from chalicelib.domain.exceptions import ConditionFailedError
 from chalicelib.dynamo_batches import get_all
@@ -43,16 +48,20 @@ SLOTS = 4  # read: slot 0 is kept from the stream, 1 to 3 hold older counts
 _ROUNDS = 3
 _NOT_MESSAGES = (fifo.GROUP_PREFIX, fifo.DEDUP_PREFIX, fifo.SEQUENCE_KEY)
 _CONDITION = "attribute_not_exists(seq) OR seq < :first"
+# Bucket terms (ADD or REMOVE) in one UpdateExpression: well under its 4 KB limit.
+MAX_TERMS = 120
+_KNOWN_SHARDS = 4096  # shards whose buckets a handler remembers (to remove stale ones)
 
 
 @dataclass(frozen=True)
 class Change:
-    """One stream record's effect on its shard's count."""
+    """One stream record's effect on its shard's count and buckets."""
 
     table: str
     pk: str
     seq: str  # padded: string order is stream order
     delta: int
+    buckets: Mapping[str, int] = field(default_factory=dict)
 
 
 def is_live_message(image: Mapping[str, Any] | None) -> bool:
@@ -69,69 +78,140 @@ def table_of(record: Mapping[str, Any]) -> str:
     return arn.split(":table/", 1)[1].split("/", 1)[0] if ":table/" in arn else ""
 
 
-def changes_of(records: Sequence[Mapping[str, Any]]) -> list[Change]:
-    """The count changes of a batch, in order; records that change no count are left out."""
+def changes_of(records: Sequence[Mapping[str, Any]], now_ms: int) -> list[Change]:
+    """The count changes of a batch, in order; records that change no count, and no
+    bucket a count still reads at `now_ms`, are left out."""
     found: list[Change] = []
     for record in records:
         data = record.get("dynamodb", {})
-        delta = int(is_live_message(data.get("NewImage"))) \
-            - int(is_live_message(data.get("OldImage")))
+        old, new = data.get("OldImage"), data.get("NewImage")
+        delta = int(is_live_message(new)) - int(is_live_message(old))
+        buckets = hidden_counts.kept(hidden_counts.bucket_changes(old, new), now_ms)
         pk = data.get("Keys", {}).get("pk", {}).get("S")
-        if delta and pk:
+        if (delta or buckets) and pk:
             found.append(Change(table_of(record), str(pk), padded(str(data["SequenceNumber"])),
-                                delta))
+                                delta, buckets))
     return found
+
+
+def _chunks(changes: list[Change]) -> list[list[Change]]:
+    """Runs of changes, in order, each touching at most MAX_TERMS // 2 buckets."""
+    runs: list[list[Change]] = [[]]
+    names: set[str] = set()
+    for change in changes:
+        if runs[-1] and len(names | change.buckets.keys()) > MAX_TERMS // 2:
+            runs.append([])
+            names = set()
+        runs[-1].append(change)
+        names |= change.buckets.keys()
+    return runs
 
 
 class ShardCounters:
     """Reads the message counts of queue shards; the stream handler keeps them."""
 
-    def __init__(self, client: DynamoDBClient, table: str, slots: int = SLOTS) -> None:
+    def __init__(self, client: DynamoDBClient, table: str, slots: int = SLOTS,
+                 clock: Clock | None = None) -> None:
         self._db = client
         self.table = table
         self._slots = slots
+        self._clock: Clock = clock or SystemClock()
+        self._known: dict[tuple[str, str], set[str]] = {}  # buckets each shard's item holds
 
     def key(self, messages_table: str, pk: str, slot: int = 0) -> dict[str, Any]:
         """The control-table key of one slot of a shard (`pk` is `<queue id>#<shard>`)."""
         return {"key": {"S": f"count#{messages_table}#{pk}#{slot}"}}
 
-    def total(self, messages_table: str, queue_id: str, shard: int) -> int:
-        """The messages a shard holds by its count (one BatchGetItem; never below 0)."""
+    def read(self, messages_table: str, queue_id: str, shard: int) -> ShardCount:
+        """A shard's count item and its older slots, in one BatchGetItem."""
         pk = items.partition_key(queue_id, shard)
         keys = [self.key(messages_table, pk, slot) for slot in range(self._slots)]
         found = get_all(self._db, self.table, keys, consistent=False)
-        return max(0, sum(int(i["n"]["N"]) for i in found if "n" in i))
+        total = max(0, sum(int(i["n"]["N"]) for i in found if "n" in i))
+        kept = self.key(messages_table, pk)["key"]["S"]
+        item = next((i for i in found if i["key"]["S"] == kept), None)
+        legacy = any(i["key"]["S"] != kept and "n" in i for i in found)
+        return ShardCount.of(item, total, legacy)
+
+    def total(self, messages_table: str, queue_id: str, shard: int) -> int:
+        """The messages a shard holds by its count (never below 0)."""
+        return self.read(messages_table, queue_id, shard).total
 
     def apply_records(self, records: Sequence[Mapping[str, Any]]) -> int:
         """Count a batch of messages-table stream records in: one conditional UpdateItem
-        per shard that gained or lost messages. Returns the writes made. A store fault
+        per shard whose count or buckets changed. Returns the writes made. A store fault
         raises, so the batch is handed over again (and counted once)."""
+        now_ms = self._clock.now_ms()
         per_shard: dict[tuple[str, str], list[Change]] = {}
-        for change in changes_of(records):
+        for change in changes_of(records, now_ms):
             per_shard.setdefault((change.table, change.pk), []).append(change)
         writes = 0
         for (table, pk), changes in per_shard.items():
-            writes += self._apply(table, pk, changes)
+            for run in _chunks(changes):
+                writes += self._apply(table, pk, run, now_ms)
         return writes
 
-    def _apply(self, table: str, pk: str, changes: list[Change]) -> int:
+    def _apply(self, table: str, pk: str, changes: list[Change], now_ms: int) -> int:
         """Add the changes after the stored `seq`; the writes it took."""
         for attempt in range(_ROUNDS):
-            delta = sum(c.delta for c in changes)
+            update, stale = self._update(table, pk, changes, now_ms)
             try:
                 with translate_errors():
-                    self._db.update_item(
-                        TableName=self.table, Key=self.key(table, pk),
-                        UpdateExpression="ADD n :d SET seq = :last",
-                        ConditionExpression=_CONDITION,
-                        ExpressionAttributeValues={":d": {"N": str(delta)},
-                                                   ":first": {"S": changes[0].seq},
-                                                   ":last": {"S": changes[-1].seq}},
+                    result = self._db.update_item(
+                        TableName=self.table, Key=self.key(table, pk), **update,
+                        ConditionExpression=_CONDITION, ReturnValues="ALL_OLD",
                         ReturnValuesOnConditionCheckFailure="ALL_OLD")
-                return attempt + 1
             except ConditionFailedError as exc:
                 stored = str((exc.item or {}).get("seq", {}).get("S", ""))
                 changes = [c for c in changes if c.seq > stored]
                 if not changes:
                     return attempt + 1  # all of it was counted before
+                continue
+            old = result.get("Attributes")
+            self._remember(table, pk, old, stale, changes)
+            if not old:
+                self._mark_new(table, pk)
+                return attempt + 2
+            return attempt + 1
         raise ConditionFailedError(f"the count of {pk} in {table} kept moving")
+
+    def _update(self, table: str, pk: str, changes: list[Change], now_ms: int,
+                ) -> tuple[dict[str, Any], list[str]]:
+        """The UpdateExpression and its values for `changes`, and the stale buckets it
+        removes."""
+        buckets: dict[str, int] = {}
+        for change in changes:
+            for name, n in change.buckets.items():
+                buckets[name] = buckets.get(name, 0) + n
+        adds = {name: n for name, n in buckets.items() if n}
+        room = MAX_TERMS - len(adds)
+        stale = [n for n in hidden_counts.stale(self._known.get((table, pk), ()), now_ms)
+                 if n not in adds][:room]
+        values: dict[str, Any] = {":d": {"N": str(sum(c.delta for c in changes))},
+                                  ":first": {"S": changes[0].seq},
+                                  ":last": {"S": changes[-1].seq}, ":now": {"N": str(now_ms)}}
+        terms = ["n :d"]
+        for name, n in sorted(adds.items()):
+            token = f":{'p' if n > 0 else 'm'}{abs(n)}"
+            values[token] = {"N": str(n)}
+            terms.append(f"{name} {token}")
+        expression = f"SET seq = :last, hsince = if_not_exists(hsince, :now) ADD {', '.join(terms)}"
+        if stale:
+            expression += f" REMOVE {', '.join(stale)}"
+        return {"UpdateExpression": expression, "ExpressionAttributeValues": values}, stale
+
+    def _remember(self, table: str, pk: str, old: Mapping[str, Any] | None,
+                  removed: list[str], changes: list[Change]) -> None:
+        """Which buckets the shard's item holds now, so a later write removes stale ones."""
+        if len(self._known) >= _KNOWN_SHARDS and (table, pk) not in self._known:
+            self._known.clear()
+        names = {n for n in (old or {}) if hidden_counts.minute_of(n) is not None}
+        self._known[(table, pk)] = (names | {n for c in changes for n in c.buckets}) \
+            - set(removed)
+
+    def _mark_new(self, table: str, pk: str) -> None:
+        """The shard's first count: no message of it is hidden from its buckets."""
+        with translate_errors():
+            self._db.update_item(TableName=self.table, Key=self.key(table, pk),
+                                 UpdateExpression="SET hnew = :yes",
+                                 ExpressionAttributeValues={":yes": {"BOOL": True}})

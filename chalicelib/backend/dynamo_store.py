@@ -357,25 +357,26 @@ class DynamoMessageStore:
 
     # -- counts and purge -------------------------------------------------------------------
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
-        """The shard's counter, less the hidden messages (the index beyond `now`).
+        """The shard's counter, less its hidden messages: the minute buckets after `now`'s
+        minute, and the index for the rest of that minute (`hidden_counts`).
 
-        The cost is bounded by the messages in flight or delayed, never by the visible
-        backlog: visible is what the counter holds beyond them.
+        The cost is one minute of the shard's messages at most, never its backlog:
+        visible is what the counter holds beyond the hidden ones.
         """
-        total = self._counters.total(self.table, queue_id, shard)
+        counted = self._counters.read(self.table, queue_id, shard)
+        in_flight, delayed, until = counted.hidden(now_ms)
         # The noisy lane of a fair queue (from LANE_BASE on) waits visible: it is not read.
         pk = {":pk": {"S": items.partition_key(queue_id, shard)}, ":now": {"N": str(now_ms + 1)},
-              ":lane": {"N": str(LANE_BASE - 1)}}
-        in_flight = delayed = 0
+              ":until": {"N": str(min(until, LANE_BASE) - 1)}}
         for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at BETWEEN :now "
-                                "AND :lane",
+                                "AND :until",
                                 ExpressionAttributeValues=pk, ProjectionExpression="rc"):
             for item in page.get("Items", []):
                 if int(item["rc"]["N"]) > 0:
                     in_flight += 1
                 else:
                     delayed += 1
-        return Counts(max(0, total - in_flight - delayed), in_flight, delayed)
+        return Counts(max(0, counted.total - in_flight - delayed), in_flight, delayed)
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         start: dict[str, Any] | None = None

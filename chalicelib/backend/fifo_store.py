@@ -30,6 +30,7 @@ from chalicelib.domain.exceptions import (
     StoreUnavailableError,
     TransactionCancelledError,
 )
+from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Counts, Message, MessageRef
 from chalicelib.dynamo_batches import get_all, transact_write
 from chalicelib.dynamo_errors import translate_errors
@@ -709,23 +710,28 @@ class FifoStore:
 
     # -- counts, purge, peek ---------------------------------------------------------------
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
-        """The shard's counter less what is in flight or delayed."""
-        total = self._base.counters.total(self.table, queue_id, shard)
-        in_flight, delayed = self.in_flight(queue_id, shard, now_ms)
-        return Counts(max(0, total - in_flight - delayed), in_flight, delayed)
+        """The shard's counter less what is in flight or delayed: the minute buckets after
+        `now`'s minute, and the hidden group items of the rest of it (`hidden_counts`)."""
+        counted = self._base.counters.read(self.table, queue_id, shard)
+        in_flight, delayed, until = counted.hidden(now_ms)
+        more_in_flight, more_delayed = self._hidden_groups(queue_id, shard, now_ms, until)
+        in_flight, delayed = in_flight + more_in_flight, delayed + more_delayed
+        return Counts(max(0, counted.total - in_flight - delayed), in_flight, delayed)
 
-    def in_flight(self, queue_id: str, shard: int, now_ms: int) -> tuple[int, int]:
-        """(in flight, delayed) of a shard, read from the hidden group items (bounded by
-        them): a held group's `rc` is how many of its messages are in flight; a group
-        waiting on its head's delay counts as one delayed message."""
+    def _hidden_groups(self, queue_id: str, shard: int, now_ms: int,
+                  until: int = LANE_BASE) -> tuple[int, int]:
+        """(in flight, delayed) of a shard's groups hidden after `now` and before `until`,
+        read from the group items (bounded by them): a held group's `rc` is how many of its
+        messages are in flight; a group waiting on its head's delay counts as one delayed
+        message."""
         in_flight = delayed = 0
         start: Item | None = None
         while True:
             request: dict[str, Any] = {
                 "TableName": self.table, "IndexName": VISIBLE_INDEX,
-                "KeyConditionExpression": "pk = :pk AND visible_at > :now",
+                "KeyConditionExpression": "pk = :pk AND visible_at BETWEEN :now AND :until",
                 "ExpressionAttributeValues": {":pk": _s(items.partition_key(queue_id, shard)),
-                                              ":now": _n(now_ms)},
+                                              ":now": _n(now_ms + 1), ":until": _n(until - 1)},
                 "ProjectionExpression": "rc",
             }
             if start:

@@ -5,12 +5,13 @@ handed over again."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.domain.messages import Message, MessageRef
+from chalicelib.domain.messages import Counts, Message, MessageRef
 from tests.contract.conftest import Store, stream_counter
 
 NOW = int(time.time() * 1000)  # DynamoDB Local runs TTL: expiry must be in the future
@@ -45,3 +46,31 @@ def test_sends_deletes_and_a_purge_are_counted_from_the_stream_once(
     assert messages.purge(Q, 1) == 6
     count_in()
     assert [counters.total(store.messages, Q, s) for s in (0, 1)] == [4, 0]
+
+
+def test_messages_in_flight_and_delayed_are_counted_from_the_stream(
+    store: Store, tmp_path: Path
+) -> None:
+    control = store.messages.replace("dmq-messages-", "dmq-control-")
+    counters = ShardCounters(store.dynamodb, control)
+    messages = DynamoMessageStore(store.dynamodb, store.messages,
+                                  FolderBodyStore(str(tmp_path)), 350_000, counters)
+    count_in = stream_counter(store, counters)
+    # GIVEN 6 messages, 2 of them delayed by five minutes
+    later = NOW + 5 * 60_000
+    sent = [(0, _message(f"m{i}")) for i in range(4)]
+    delayed = [(0, replace(_message(f"d{i}"), visible_at=later)) for i in range(2)]
+    assert not messages.put_messages(Q, sent + delayed)
+    # WHEN 3 are claimed for ten minutes, and the stream counted in
+    page = messages.find_candidates(Q, 0, NOW, 3, None)
+    won = messages.claim_many(Q, 0, [(c, f"t{c.message_id}") for c in page.candidates],
+                              NOW + 10 * 60_000, NOW)
+    assert all(won) and len(won) == 3
+    count_in()
+    # THEN the counts are what the table holds, from the buckets kept on the count item
+    assert messages.count(Q, 0, NOW) == Counts(1, 3, 2)
+    counted = counters.read(store.messages, Q, 0)
+    assert counted.hidden(NOW)[:2] == (3, 2)
+    # AND after the delay, and after the timeout, they turn visible
+    assert messages.count(Q, 0, later + 1) == Counts(3, 3, 0)
+    assert messages.count(Q, 0, NOW + 10 * 60_000 + 1) == Counts(6, 0, 0)

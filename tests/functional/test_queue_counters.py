@@ -262,3 +262,32 @@ def test_reading_the_counts_costs_the_same_at_10_and_2000_visible_messages(
     # THEN the same requests were made and the same number of items read
     assert small == large
     assert small[0] and small[1] >= 5  # 3 in flight + 2 delayed, at least
+
+
+def test_reading_the_counts_costs_the_same_at_5_and_1000_in_flight_or_delayed(
+    sqs: Any, message_client: Any, clock: FakeClock,
+) -> None:
+    # GIVEN a queue with 3 messages in flight for ten minutes and 2 delayed by 15
+    url = _queue(sqs, "hidden")
+    _send_batches(sqs, url, 3)
+    _send_batches(sqs, url, 2, DelaySeconds=900)
+    assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3,
+                                   VisibilityTimeout=600)["Messages"]) == 3
+    assert _counts(sqs, url) == (0, 3, 2)
+    # WHEN the counts are read
+    small = _read_cost(sqs, url, message_client)
+    # AND again once 600 more are in flight and 400 more delayed
+    _send_batches(sqs, url, 600)
+    for _ in range(60):
+        assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                       VisibilityTimeout=600)["Messages"]) == 10
+    _send_batches(sqs, url, 400, DelaySeconds=900)
+    assert _counts(sqs, url) == (0, 603, 402)
+    large = _read_cost(sqs, url, message_client)
+    # THEN the same requests were made and the same number of items read: none of the
+    # hidden messages is read, their minutes are all after this one
+    assert small == large
+    assert small == ({"BatchGetItem": 1, "Query": 1}, 4)
+    # AND once the delayed ones are due and the others' timeout has run out, all are visible
+    clock.advance(901)
+    assert _counts(sqs, url) == (1005, 0, 0)
