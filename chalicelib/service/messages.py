@@ -436,6 +436,10 @@ class MessageService:
     ) -> None:
         """Claim from one shard into `got` until it holds `wanted` or the shard runs dry.
 
+        While receives come steadily a read asks for at least READ_AHEAD candidates; what
+        this receive does not take the frontier keeps for the next receive of the shard
+        here, which then makes no read. A lost claim drops what is kept (see `Frontier`).
+
         With `lane`, from the shard's noisy lane (fair queues): the same reads, shifted by
         LANE_BASE, with their own frontier and empty hint.
         """
@@ -452,26 +456,34 @@ class MessageService:
             contention = self._contention.get(queue.queue_id, 0.0)
             limit = (wanted - len(got)) + min(wanted - len(got), round(contention))
 
-            def fetch(start: Candidate | None, now: int = now, limit: int = limit) -> CandidatePage:
+            size = frontier.read_size(limit)
+
+            def fetch(start: Candidate | None, now: int = now, size: int = size) -> CandidatePage:
                 # The read reaches EMPTY_HINT_MS past now, so that a shard with nothing
                 # visible also tells, in the same request, when its next message shows.
                 page = store.find_candidates(queue.queue_id, shard, base + now + EMPTY_HINT_MS,
-                                             limit, start, base)
+                                             size, start, base)
                 visible = [c for c in page.candidates if c.visible_at <= base + now]
                 later = [c.visible_at - base for c in page.candidates if c.visible_at > base + now]
                 upcoming.extend(later[:1])
                 return CandidatePage(visible, page.more and not later, page.items_read)
 
-            with frontier.reserve(fetch, after) as page:
+            with frontier.reserve(fetch, after, limit, base + now) as page:
                 ordered = list(page.candidates)
                 if contention >= 0.5:
                     random.shuffle(ordered)
                 lost = self._take(queue, placed, ordered, wanted - len(got), timeout, now, got)
+                if lost:
+                    frontier.forget()
                 self._record(queue.queue_id, page.items_read, lost)
             if round_ == 0 and not page.candidates and not page.more:
                 until = min(upcoming) if upcoming else now + EMPTY_HINT_MS
                 self._hint_empty(queue.queue_id, slot, until, writes)
-            if len(got) >= wanted or not page.more or page.last is None:
+            if len(got) >= wanted:
+                break
+            # Short after kept candidates: the next round reads (after=None). Short after
+            # a read: it goes on past where that read ended, while the index has more.
+            if not page.kept and (not page.more or page.last is None):
                 break
             after = page.last
 
@@ -717,7 +729,13 @@ class MessageService:
         """Delete every message of every shard."""
         if fifo_rules.is_fifo(queue):
             return self._fifo.purge(queue)
-        return sum(self._stores.of(s.cluster).purge(queue.queue_id, s.id) for s in queue.shards)
+        purged = sum(self._stores.of(s.cluster).purge(queue.queue_id, s.id)
+                     for s in queue.shards)
+        with self._lock:
+            frontiers = [f for (q, _), f in self._frontiers.items() if q == queue.queue_id]
+        for frontier in frontiers:
+            frontier.forget()  # what they kept is gone
+        return purged
 
     def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
         """The oldest live messages of every shard, read without claiming (inspection)."""
