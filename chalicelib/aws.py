@@ -78,11 +78,14 @@ class Clients:
         return None
 
     def _client(self, service: str, endpoint: str | None,
-                credentials: tuple[str, str] | None = None) -> Any:
+                credentials: tuple[str, str] | None = None, name: str | None = None) -> Any:
+        """The cached client of a service (`name`: a second one of it, such as a
+        cluster's own DynamoDB client)."""
+        name = name or service
         with self._lock:
-            if service not in self._cache:
+            if name not in self._cache:
                 key, secret = credentials or (None, None)
-                self._cache[service] = new_session().client(
+                self._cache[name] = new_session().client(
                     service,  # type: ignore[call-overload]
                     region_name=self.region,
                     endpoint_url=endpoint,
@@ -90,7 +93,7 @@ class Clients:
                     aws_access_key_id=key,
                     aws_secret_access_key=secret,
                 )
-            return self._cache[service]
+            return self._cache[name]
 
     @property
     def dynamodb(self) -> DynamoDBClient:
@@ -103,6 +106,49 @@ class Clients:
         """The DynamoDB Streams client."""
         return self._client("dynamodbstreams", self._settings.dynamodb_endpoint,
                             self.store_credentials())
+
+    def cluster_dynamodb(self, cluster: str) -> DynamoDBClient:
+        """The DynamoDB client of a cluster's messages table: one of its own when the
+        cluster has its own endpoint (DMQ_CLUSTER_ENDPOINTS), else the main client. Every
+        use of a cluster's table gets its client here, so a cluster is one client to guard."""
+        client: DynamoDBClient | None = self._own_client("dynamodb", cluster)
+        return self.dynamodb if client is None else client
+
+    def cluster_streams(self, cluster: str) -> DynamoDBStreamsClient:
+        """The DynamoDB Streams client of a cluster's messages table (same endpoint)."""
+        client: DynamoDBStreamsClient | None = self._own_client("dynamodbstreams", cluster)
+        return self.streams if client is None else client
+
+    def _own_client(self, service: str, cluster: str) -> Any:
+        """A cluster's own client of a service, cached; None when it has no endpoint of
+        its own. The cache is read first: picking credentials asks the provider chain."""
+        endpoint = self._settings.cluster_endpoint(cluster)
+        if endpoint is None:
+            return None
+        name = f"{service}@{cluster}"
+        with self._lock:
+            cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        return self._client(service, endpoint, self._pick_credentials(endpoint), name=name)
+
+    def table_dynamodb(self, table: str) -> DynamoDBClient:
+        """The client of a table by its name: a messages table's cluster client, else the
+        main one (queues and control tables are on the main endpoint)."""
+        for cluster in self._settings.clusters:
+            if self._settings.cluster_table(cluster) == table:
+                return self.cluster_dynamodb(cluster)
+        return self.dynamodb
+
+    def dynamodb_clients(self) -> list[DynamoDBClient]:
+        """Every distinct DynamoDB client of this region: the main one, then the
+        clusters' own (for hooks that must see every call: counting, fault injection)."""
+        clients = [self.dynamodb]
+        for cluster in self._settings.clusters:
+            client = self.cluster_dynamodb(cluster)
+            if all(client is not c for c in clients):
+                clients.append(client)
+        return clients
 
     @property
     def s3(self) -> S3Client:

@@ -3,10 +3,12 @@ the queue registry alike. Only this module looks inside a botocore error."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from chalicelib.domain.exceptions import (
     ConditionFailedError,
@@ -49,6 +51,37 @@ def translate_errors() -> Iterator[None]:
         raise _typed(exc) from exc
     except BotoCoreError as exc:
         raise StoreUnavailableError(str(exc)) from exc
+
+
+# Cancellation reasons that mean DynamoDB throttled one of a transaction's items.
+THROTTLE_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+def is_fault_answer(status: int, answer: Mapping[str, Any]) -> bool:
+    """True when a DynamoDB answer says the store is failing or throttling: a 5xx, a
+    throttle, a transaction cancelled for throttling. An answer that refuses the request
+    itself (a failed condition, a validation error, a missing table) says the store works,
+    and so does every success."""
+    if status >= 500:
+        return True
+    if status < 400:
+        return False
+    code = str(answer.get("Error", {}).get("Code", ""))
+    if code in THROTTLE_CODES:
+        return True
+    reasons = answer.get("CancellationReasons") or []
+    return code == "TransactionCanceledException" and any(
+        str(r.get("Code", "")) in THROTTLE_REASONS for r in reasons)
+
+
+def is_store_fault(exc: BaseException) -> bool:
+    """True when an exception a DynamoDB call raised means the store did not answer (a
+    timeout, a refused or dropped connection) or answered with a fault. Anything else (no
+    credentials, a bug) says nothing about the store."""
+    if isinstance(exc, ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return is_fault_answer(status, exc.response)
+    return isinstance(exc, HTTPClientError | BotoConnectionError)
 
 
 # Cancellation reasons that mean another writer changed an item first.

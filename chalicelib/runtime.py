@@ -14,6 +14,7 @@ from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.fifo_store import FifoStore
+from chalicelib.backend.guard import guard_client, state_store_for
 from chalicelib.backend.keys import KeyWrapper, KmsKeys, LocalKeys
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.client_regions import ClientRegions, Opener
@@ -213,12 +214,15 @@ class Runtime:
         bodies = (FolderBodyStore(settings.bodies_dir) if settings.bodies_dir
                   else BodyStore(clients.s3, settings.bodies_bucket))
         counters = ShardCounters(clients.dynamodb, settings.control_table, clock=self._clock)
+        self._guard_clusters(settings, clients)
         dynamo_stores = {
-            cluster: DynamoMessageStore(clients.dynamodb, settings.cluster_table(cluster), bodies,
+            cluster: DynamoMessageStore(clients.cluster_dynamodb(cluster),
+                                        settings.cluster_table(cluster), bodies,
                                         settings.inline_body_limit, counters)
             for cluster in settings.clusters
         }
-        stores = ClusterStores(dynamo_stores)
+        stores = ClusterStores(dynamo_stores, apart=[
+            c for c in settings.clusters if settings.cluster_endpoint(c)])
         repo = QueueRepository(
             settings.queues_table, region, settings.dynamodb_endpoint,
             settings.metadata_cache_seconds, clients.store_credentials(),
@@ -261,6 +265,18 @@ class Runtime:
             services = replace(services, request_dedup=RequestDedup())
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock,
                                  counters)
+
+    @staticmethod
+    def _guard_clusters(settings: Settings, clients: Clients) -> None:
+        """A bulkhead and a circuit breaker on each cluster's calls (docs/isolation.md),
+        with their state shared through the control table on Lambda. On a client shared
+        with the control table (a cluster without an endpoint of its own) a guard sees
+        only the calls that name its cluster's table."""
+        states = state_store_for(settings.guard, settings.on_lambda, clients.dynamodb,
+                                 settings.control_table)
+        for cluster in settings.clusters:
+            guard_client(clients.cluster_dynamodb(cluster), cluster, settings.guard,
+                         tables=[settings.cluster_table(cluster)], state_store=states)
 
     def _catch_up_counts(self, region: str) -> None:
         if self.count_catch_up is not None:

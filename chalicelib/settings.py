@@ -6,11 +6,13 @@ import hashlib
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from chalicelib.domain.destinations import parse_networks
+from chalicelib.settings_clusters import cluster_settings
+from chalicelib.settings_guard import GuardSettings
 from chalicelib.settings_regions import regional_settings
 
 # Fair share with DMQ_AUTH=required, unless set (docs/throttling.md): each account's
@@ -69,6 +71,10 @@ class Settings:
     long_poll_interval_ms: int = 1000
     metadata_cache_seconds: float = 5.0
     clusters: tuple[str, ...] = ("default",)
+    # Clusters whose messages table is in a store of its own: (cluster, endpoint) pairs.
+    cluster_endpoints: tuple[tuple[str, str], ...] = ()
+    # Each cluster's bulkhead and circuit breaker (docs/isolation.md).
+    guard: GuardSettings = field(default_factory=GuardSettings)
     control_table: str = "dmq-control"
     cluster_capacity: float = 1000.0
     regions: tuple[str, ...] = ()
@@ -197,6 +203,10 @@ class Settings:
         """The messages table of a cluster: the default cluster keeps the plain name."""
         return self.messages_table if cluster == "default" else f"{self.messages_table}-{cluster}"
 
+    def cluster_endpoint(self, cluster: str) -> str | None:
+        """A cluster's own DynamoDB endpoint (DMQ_CLUSTER_ENDPOINTS); None: the main one."""
+        return dict(self.cluster_endpoints).get(cluster)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Build the settings from environment variables (DMQ_*)."""
@@ -212,7 +222,8 @@ class Settings:
         regions = _names(env.get("DMQ_REGIONS", ""), (region,))
         on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
         try:
-            regional = regional_settings(env, on_lambda)
+            regional = {**regional_settings(env, on_lambda), **cluster_settings(env),
+                        "guard": GuardSettings.from_env(env)}
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from exc
         return cls(
@@ -240,7 +251,6 @@ class Settings:
             metadata_cache_seconds=float(
                 env.get("DMQ_METADATA_CACHE_SECONDS", base.metadata_cache_seconds)
             ),
-            clusters=_names(env.get("DMQ_CLUSTERS", ""), base.clusters),
             control_table=env.get("DMQ_CONTROL_TABLE", base.control_table),
             cluster_capacity=float(env.get("DMQ_CLUSTER_CAPACITY", base.cluster_capacity)),
             regions=regions,
@@ -380,7 +390,7 @@ def _proxies(text: str) -> tuple[str, ...]:
 
 
 def _names(text: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    """A comma-separated list; the default cluster always comes first."""
+    """A comma-separated list; the defaults always come first."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     return tuple(dict.fromkeys([*default, *names]))
 

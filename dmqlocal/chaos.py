@@ -183,7 +183,8 @@ def install(runtime: Runtime, regions: tuple[str, ...] | list[str],
     seed_text = environ.get(SEED_ENV, "").strip()
     injector = FaultInjector(fraction, int(seed_text) if seed_text else None)
     for region in regions:
-        injector.attach(runtime.backend(region).clients.dynamodb)
+        for client in runtime.backend(region).clients.dynamodb_clients():
+            injector.attach(client)
     return injector
 
 

@@ -124,7 +124,8 @@ def install(runtime: Runtime, regions: tuple[str, ...] | list[str],
         return None
     counter = CallCounter()
     for region in regions:
-        counter.attach(runtime.backend(region).clients.dynamodb)
+        for client in runtime.backend(region).clients.dynamodb_clients():
+            counter.attach(client)
     return counter
 
 

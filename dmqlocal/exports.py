@@ -58,6 +58,9 @@ class ExportTarget:
     table: str
     dynamodb: DynamoDBClient
     control_table: str
+    # The control table's client when the table is in a cluster's own store
+    # (DMQ_CLUSTER_ENDPOINTS); None: the table's own client reaches it.
+    control: DynamoDBClient | None = None
 
 
 class ExportCancelledError(Exception):
@@ -141,7 +144,7 @@ class TableExporter:
 
     @staticmethod
     def _epoch(target: ExportTarget) -> str:
-        return ensure_epoch(target.dynamodb, target.control_table)
+        return ensure_epoch(target.control or target.dynamodb, target.control_table)
 
     @staticmethod
     def _stream(target: ExportTarget) -> tuple[dict[str, Any], str]:

@@ -29,11 +29,11 @@ from dmqlocal.handlers import (
 from dmqlocal.metrics import MetricsEndpoint
 from dmqlocal.pump import StreamPump
 from dmqlocal.push_loop import PushLoop
+from dmqlocal.region_stores import region_stores
 from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.table_watch import RegionTables, TableWatch
-from infra import provision
 
 logger = logging.getLogger("dmq.local")
 # How long a count read waits for its region's pump to take in the stream.
@@ -165,8 +165,9 @@ class LocalDmq:
                                   self.options.listener, settings.trusted_proxies,
                                   self.activity.gate(FrontDoor(self._runtime)))
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
-        for client in [*self._watched_clients,
-                       *(self._runtime.backend(r).clients.dynamodb for r in settings.all_regions)]:
+        for client in [*self._watched_clients, *(c for r in settings.all_regions
+                                                 for c in self._runtime.backend(r).clients
+                                                 .dynamodb_clients())]:
             self.table_watch.watch(client)
         for pump in self.pumps:
             pump.start()
@@ -190,39 +191,30 @@ class LocalDmq:
 
     def _prepare_region(self, settings: Settings, region: str, bindings: list[StreamBinding],
                         data_dir: Path) -> list[ExportTarget]:
-        """Create the region's missing tables and its stream pump; its export targets."""
+        """Create the region's missing tables and its stream pumps (one per store: the
+        main one, and each cluster's own, DMQ_CLUSTER_ENDPOINTS); its export targets."""
         clients = Clients(settings, region, background=True)
-
-        def create_tables() -> None:
-            provision.create_all(
-                clients.dynamodb, None if settings.bodies_dir else clients.s3,
-                {"QueuesTableName": settings.queues_table,
-                 "MessagesTableName": settings.messages_table,
-                 "BodiesBucketName": settings.bodies_bucket,
-                 "ControlTableName": settings.control_table},
-                region=region,
-            )
-            provision.create_cluster_tables(
-                clients.dynamodb, [settings.cluster_table(c) for c in settings.clusters[1:]]
-            )
-
-        create_tables()
-        self._watched.append(RegionTables(
-            region, clients.dynamodb,
-            (settings.queues_table, settings.control_table,
-             *(settings.cluster_table(c) for c in settings.clusters)),
-            create_tables))
         # Checkpoints stay beside a store that keeps its data (one folder per region:
         # DynamoDB Local's stream ARNs do not name theirs); the memory store starts afresh.
         checkpoints = (None if self.store_kind is StoreKind.MEMORY
                        else data_dir / "checkpoints" / region)
-        self._watched_clients += [clients.dynamodb, clients.streams]
-        self.pumps.append(StreamPump(clients.dynamodb, clients.streams, bindings, region,
-                                     self.options.pump_interval_s, self._runtime.health,
-                                     checkpoint_dir=checkpoints))
-        return [ExportTarget(region, table, clients.dynamodb, settings.control_table)
-                for table in (settings.queues_table,
-                              *(settings.cluster_table(c) for c in settings.clusters))]
+        stores = region_stores(settings, region, clients)
+        elsewhere = {t for store in stores[1:] for t in store.tables}
+        targets: list[ExportTarget] = []
+        for store in stores:
+            store.create_at_start()
+            self._watched.append(RegionTables(region, store.dynamodb, store.tables, store.create))
+            self._watched_clients += [store.dynamodb, store.streams]
+            # The main store's pump reads every bound table that is not in another store.
+            mine = [b for b in bindings if (b.table in store.tables if store.endpoint
+                                            else b.table not in elsewhere)]
+            if mine or not store.endpoint:
+                self.pumps.append(StreamPump(store.dynamodb, store.streams, mine, region,
+                                             self.options.pump_interval_s,
+                                             self._runtime.health, checkpoint_dir=checkpoints))
+            targets += [ExportTarget(region, table, store.dynamodb, settings.control_table,
+                                     clients.dynamodb) for table in store.exported]
+        return targets
 
     def _moves_busy(self) -> bool:
         """Whether the last move task pass of a region found a task running."""
@@ -241,11 +233,12 @@ class LocalDmq:
         setup = self._client_setup
         if setup is None or self.scheduler is None:
             raise RuntimeError("DMQ is not serving")
+        started = len(self.pumps)
         setup.targets += self._prepare_region(setup.settings, region, setup.bindings,
                                               setup.data_dir)
-        pump = self.pumps[-1]
-        pump.start()
-        self.activity.subscribe(pump.wake)
+        for pump in self.pumps[started:]:
+            pump.start()
+            self.activity.subscribe(pump.wake)
 
     def _catch_up_counts(self, region: str) -> None:
         """Let the region's counts take in what its streams hold now (a count read waits

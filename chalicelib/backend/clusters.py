@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from chalicelib.backend.store import MessageStore
 from chalicelib.domain.exceptions import StoreError
@@ -15,8 +15,14 @@ class UnknownClusterError(StoreError):
 class ClusterStores:
     """Maps a cluster name to its MessageStore."""
 
-    def __init__(self, stores: Mapping[str, MessageStore]) -> None:
+    def __init__(self, stores: Mapping[str, MessageStore], apart: Iterable[str] = ()) -> None:
         self._stores = dict(stores)
+        self._apart = frozenset(apart)
+
+    def apart(self, cluster: str) -> bool:
+        """Whether the cluster's table is in a store of its own (DMQ_CLUSTER_ENDPOINTS):
+        no transaction can span it and another cluster's table or the control table."""
+        return cluster in self._apart
 
     def of(self, cluster: str) -> MessageStore:
         """The store of a cluster."""

@@ -17,6 +17,17 @@ class StoreUnavailableError(StoreError):
     """DynamoDB timed out or failed; nothing is known to be written."""
 
 
+class ClusterUnavailableError(StoreUnavailableError):
+    """A cluster's store refused a call before making it: its circuit breaker is open, or
+    all its concurrent-call slots are taken (docs/isolation.md). Nothing was sent, so
+    nothing was written, and the request can be retried."""
+
+    def __init__(self, cluster: str, reason: str) -> None:
+        super().__init__(f"cluster {cluster} refused the call: {reason}")
+        self.cluster = cluster
+        self.reason = reason
+
+
 class ConditionFailedError(StoreError):
     """A conditional write failed its condition. `item` is the item as it stood, when the
     write asked for it (ReturnValuesOnConditionCheckFailure), else None."""

@@ -111,6 +111,12 @@ class QueueRecord:
         return tuple(s for s in self.shards if not s.draining)
 
     @property
+    def placed_cluster(self) -> str:
+        """The cluster the queue was created on (`DmqCluster`): its first shard's, which
+        stays (scale-in drains the highest shards, a split adds shards elsewhere)."""
+        return self.shards[0].cluster if self.shards else DEFAULT_CLUSTER
+
+    @property
     def shard_count(self) -> int:
         """How many shards take new messages (the `DmqShardCount` attribute)."""
         return len(self.active_shards)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from chalicelib.domain.exceptions import (
+    ClusterUnavailableError,
     ConcurrentChangeError,
     StoreError,
     StoreThrottledError,
@@ -29,6 +30,11 @@ def to_sqs_error(exc: Exception) -> SqsError:
         # retries: the loser gets an error the SDKs retry.
         return ServiceUnavailableError(
             "The queue was changed by other requests at the same time; retry the request.")
+    if isinstance(exc, ClusterUnavailableError):
+        # The cluster's bulkhead or circuit breaker refused a store call before making it
+        # (docs/isolation.md): a 503, which every SDK retries.
+        return ServiceUnavailableError(
+            f"Cluster {exc.cluster} is unavailable at the moment; retry the request.")
     if isinstance(exc, StoreThrottledError):
         return RequestThrottledError("Request is throttled; retry with backoff.")
     if isinstance(exc, StoreUnavailableError):

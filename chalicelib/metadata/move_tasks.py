@@ -170,6 +170,16 @@ class MoveTaskRepository:
                                           ":running": {"S": MoveTaskStatus.RUNNING.value}},
         }}
 
+    def add_progress(self, task: MoveTask, moved: int, paced_ms: int) -> bool:
+        """`progress_op` as a write of its own, for moves that cannot share its transaction
+        (a cluster in a store of its own); False when the task is no longer running."""
+        try:
+            with translate_errors():
+                self._db.update_item(**self.progress_op(task, moved, paced_ms)["Update"])
+        except ConditionFailedError:
+            return False
+        return True
+
     def cancel(self, task_id: str) -> MoveTask | None:
         """RUNNING to CANCELLING; the task as it now stands, or None if it was not running."""
         try:

@@ -80,7 +80,9 @@ COMPUTED = (
 SHARD_COUNT = "DmqShardCount"
 REPLICA_REGIONS = "DmqReplicaRegions"
 REPLICATION_MODE = "DmqReplicationMode"
-EXTENSIONS_SETTABLE = frozenset({SHARD_COUNT, REPLICA_REGIONS, REPLICATION_MODE})
+# The cluster a new queue is placed on (instead of the ring's choice); fixed once created.
+CLUSTER = "DmqCluster"
+EXTENSIONS_SETTABLE = frozenset({SHARD_COUNT, REPLICA_REGIONS, REPLICATION_MODE, CLUSTER})
 EXTENSIONS_READABLE = frozenset({*EXTENSIONS_SETTABLE, "DmqShards", "DmqHomeRegion"})
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 READABLE = frozenset({*SETTABLE, *COMPUTED, *EXTENSIONS_READABLE, "All"})
@@ -194,6 +196,20 @@ def _check_regions(name: str, value: str) -> str:
     return ",".join(regions)
 
 
+def _check_cluster(name: str, value: str) -> str:
+    if not value.strip():
+        raise _invalid(name, "Must be the name of a cluster.")
+    return value.strip()
+
+
+def check_cluster_kept(given: Mapping[str, str], cluster: str) -> None:
+    """SetQueueAttributes may repeat a queue's DmqCluster, not change it: its messages
+    would stay behind in the old cluster's table."""
+    if given.get(CLUSTER, cluster) != cluster:
+        raise _invalid(CLUSTER, "A queue's cluster is chosen when it is created; spread it "
+                       "onto another cluster with a split (dmq shards split).")
+
+
 def _check_mode(name: str, value: str) -> str:
     if value not in ("async", "sync"):
         raise _invalid(name, "Must be async or sync.")
@@ -210,6 +226,7 @@ CHECKS: dict[str, Callable[[str, str], str]] = {
     SHARD_COUNT: _check_shard_count,
     REPLICA_REGIONS: _check_regions,
     REPLICATION_MODE: _check_mode,
+    CLUSTER: _check_cluster,
 }
 
 

@@ -9,15 +9,39 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
-from chalicelib.domain.queues import QueueRecord
+from chalicelib.domain.queues import DEFAULT_CLUSTER, QueueRecord
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.placement import HashRing, NoClusterAvailable, split_targets
 
 logger = logging.getLogger(__name__)
+
+
+class NoSuchClusterError(ValueError):
+    """A queue was asked to be placed on a cluster this deployment does not have."""
+
+    def __init__(self, cluster: str, clusters: Sequence[str]) -> None:
+        super().__init__(
+            f"{cluster} is not a cluster of this deployment ({', '.join(clusters)}); more "
+            "clusters are configured with DMQ_CLUSTERS.")
+
+
+class Placement(Protocol):
+    """Chooses a new queue's cluster: the one asked for, if it exists, else its own pick."""
+
+    def __call__(self, queue_id: str, wanted: str | None = None) -> str:
+        """The cluster; NoSuchClusterError when `wanted` is not configured."""
+        ...
+
+
+def default_only(queue_id: str, wanted: str | None = None) -> str:
+    """The placement of a deployment with one cluster."""
+    if wanted not in (None, DEFAULT_CLUSTER):
+        raise NoSuchClusterError(str(wanted), (DEFAULT_CLUSTER,))
+    return DEFAULT_CLUSTER
 
 
 class ClusterManager:
@@ -26,8 +50,14 @@ class ClusterManager:
     def __init__(self, control: ControlRepository) -> None:
         self._control = control
 
-    def place(self, queue_id: str) -> str:
-        """The cluster for a new queue; the least loaded one when every cluster is full."""
+    def place(self, queue_id: str, wanted: str | None = None) -> str:
+        """The cluster for a new queue: `wanted` when the creator names one (an operator's
+        choice wins over capacity), else the ring's; the least loaded one when every
+        cluster is full."""
+        if wanted is not None:
+            if wanted not in self._control.clusters:
+                raise NoSuchClusterError(wanted, self._control.clusters)
+            return wanted
         loads = self._control.loads()
         try:
             return HashRing(loads).place(queue_id)

@@ -206,7 +206,8 @@ class FailoverManager:
         recovered = 0
         for shard in queue.shards:
             table = self._settings.cluster_table(shard.cluster)
-            result = resync_partition(home.clients.dynamodb, local.clients.dynamodb, table,
+            result = resync_partition(home.clients.cluster_dynamodb(shard.cluster),
+                                      local.clients.cluster_dynamodb(shard.cluster), table,
                                       partition_key(queue.queue_id, shard.id))
             recovered += result.recovered
         if recovered:

@@ -41,6 +41,7 @@ from chalicelib.service.exceptions import (
     UnsupportedOperationError,
 )
 from chalicelib.service.messages import MessageService
+from chalicelib.service.moves_apart import ApartMoves
 from chalicelib.service.queues import QueueService
 
 logger = logging.getLogger("dmq.move_tasks")
@@ -71,6 +72,7 @@ class MoveTaskService:
         self._queues = queues
         self._messages = messages
         self._stores = stores
+        self._apart = ApartMoves(stores)
         self._repo = repo
         self._clock = clock
         self._sleep = sleep
@@ -233,7 +235,14 @@ class MoveTaskService:
             spent = moved_before + done + n
             return self._repo.progress_op(task, n, task.paced_after(spent, now))
 
-        outcome = store.move_many(source.queue_id, shard.id, moves, progress)
+        if self._apart.needed(shard.cluster, moves):  # no transaction spans the stores
+            outcome = self._apart.move(
+                shard.cluster, source.queue_id, shard.id,
+                {c.message_id: c for c in page.candidates}, moves,
+                lambda n: self._repo.add_progress(task, n, task.paced_after(moved_before + n,
+                                                                            now)), now)
+        else:
+            outcome = store.move_many(source.queue_id, shard.id, moves, progress)
         if outcome.stopped:
             return None
         return outcome.moved, True

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from chalicelib.clock import Clock
 from chalicelib.domain.exceptions import ConcurrentChangeError
 from chalicelib.domain.queues import (
-    DEFAULT_CLUSTER,
     QueueRecord,
     QueueStatus,
     parse_queue_arn,
@@ -24,6 +23,7 @@ from chalicelib.metadata.queue_counts import QueueQuotaReachedError
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.service import attributes as attrs
 from chalicelib.service import permissions
+from chalicelib.service.clusters import NoSuchClusterError, Placement, default_only
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
     InvalidParameterValueError,
@@ -76,7 +76,7 @@ class QueueService:
 
     def __init__(
         self, repo: QueueRepository, messages: MessageService, clock: Clock,
-        place: Callable[[str], str] = lambda queue_id: DEFAULT_CLUSTER,
+        place: Placement = default_only,
         regions: Sequence[str] = (), max_queues: int = 0,
     ) -> None:
         self._regions = tuple(regions)
@@ -139,7 +139,8 @@ class QueueService:
             account=account, name=name, region=region,
             attributes=initial, tags=dict(tags),
             created_ms=now, modified_ms=now,
-            shards=resize((), count or 1, self._place(queue_id_of(account, name)), now),
+            shards=resize((), count or 1, self._placement(queue_id_of(account, name), given),
+                          now),
             home_region=region,
             version=existing.version if existing is not None else 0,
         )
@@ -173,7 +174,8 @@ class QueueService:
         sqs_given, _ = _split_extensions(given)
         current = {attrs.SHARD_COUNT: str(existing.shard_count),
                    attrs.REPLICA_REGIONS: ",".join(existing.replicas),
-                   attrs.REPLICATION_MODE: existing.replication_mode}
+                   attrs.REPLICATION_MODE: existing.replication_mode,
+                   attrs.CLUSTER: existing.placed_cluster}
         for key in attrs.EXTENSIONS_SETTABLE & set(given):
             if given[key] != current[key]:
                 raise QueueNameExistsError(
@@ -247,6 +249,7 @@ class QueueService:
         values[attrs.SHARD_COUNT] = str(queue.shard_count)
         values["DmqShards"] = shards_to_text(queue.shards)
         values["DmqHomeRegion"] = queue.home
+        values[attrs.CLUSTER] = queue.placed_cluster
         values[attrs.REPLICA_REGIONS] = ",".join(queue.replicas)
         values[attrs.REPLICATION_MODE] = queue.replication_mode
         if any(n.startswith("ApproximateNumber") for n in wanted):
@@ -262,6 +265,7 @@ class QueueService:
         """SetQueueAttributes; an empty RedrivePolicy or Policy removes it."""
         fifo = is_fifo(queue)
         given = attrs.validate_settable(attributes, fifo)
+        attrs.check_cluster_kept(given, queue.placed_cluster)
         self._check_redrive(queue.account, queue.arn, given, fifo)
         sqs_given, count = _split_extensions(given)
         if fifo and count is not None and count != queue.shard_count:
@@ -337,6 +341,14 @@ class QueueService:
             return self._repo.save(queue.with_changes(shards=kept))
         except ConcurrentChangeError:
             return queue  # changed meanwhile: the next sweep looks again
+
+    def _placement(self, queue_id: str, given: Mapping[str, str]) -> str:
+        """A new queue's cluster: the one DmqCluster names (if configured), else the ring's."""
+        try:
+            return self._place(queue_id, given.get(attrs.CLUSTER))
+        except NoSuchClusterError as exc:
+            raise InvalidAttributeValueError(
+                f"Invalid value for the parameter {attrs.CLUSTER}. Reason: {exc}") from None
 
     def _new_shard_cluster(self, queue: QueueRecord) -> str:
         """New shards join the cluster that holds most of the queue's active shards."""

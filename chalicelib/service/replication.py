@@ -129,7 +129,7 @@ class Replicator:
         written = 0
         for (target, table), batch in by_target.items():
             self._health.check(target)  # a failure leaves the batch to be retried
-            client = self._backend_of(target).clients.dynamodb
+            client = self._backend_of(target).clients.table_dynamodb(table)
             applier = ReplicaApplier(client, self._clock.now_ms)
             result = applier.apply(table, batch)
             self.metrics.add(target, result.lags_ms)

@@ -47,6 +47,8 @@ def _create(ctx: Context, args: argparse.Namespace) -> None:
     attributes = pairs(args.attribute)
     if args.name.endswith(".fifo"):
         attributes.setdefault("FifoQueue", "true")
+    if args.cluster:
+        attributes["DmqCluster"] = args.cluster
     params: dict[str, Any] = {"QueueName": args.name, "Attributes": attributes}
     if args.tag:
         params["tags"] = pairs(args.tag)
@@ -93,12 +95,15 @@ def register(sub: Any) -> None:
                                     "dmq queues create orders -a VisibilityTimeout=60 "
                                     "-t team=ops",
                                     "dmq queues create jobs.fifo -a "
-                                    "ContentBasedDeduplication=true"))
+                                    "ContentBasedDeduplication=true",
+                                    "dmq queues create bulk --cluster c2"))
     create.add_argument("name")
     create.add_argument("--attribute", "-a", action="append", type=key_value, metavar="K=V",
                         help="a queue attribute, e.g. VisibilityTimeout=60 (repeatable)")
     create.add_argument("--tag", "-t", action="append", type=key_value, metavar="K=V",
                         help="a tag (repeatable)")
+    create.add_argument("--cluster", help="the cluster to place it on (the DmqCluster "
+                                          "attribute; default: the server's choice)")
     create.set_defaults(func=_create)
     _add_deletes(actions)
 

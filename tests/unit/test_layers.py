@@ -28,6 +28,8 @@ ROOT_MODULES = {
     "chalicelib.runtime": "wiring",
     "chalicelib.client_regions": "wiring",
     "chalicelib.settings_regions": "base",
+    "chalicelib.settings_guard": "base",
+    "chalicelib.settings_clusters": "base",
     "chalicelib.runtime_types": "wiring",
 }
 PACKAGES = ("domain", "backend", "metadata", "service", "frontend")
