@@ -66,5 +66,6 @@ def test_counts_read_no_noisy_lane_and_a_claim_moves_the_message_out_of_it(
     assert claimed.group_id == "flood"
     assert messages.find_candidates(Q, 0, LANE_BASE + NOW + 10**8, 10, None,
                                     LANE_BASE).candidates == []
+    stream_counter(store, messages.counters)()  # in-flight counts are the stream's too
     counts = messages.count(Q, 0, NOW)
     assert (counts.visible, counts.in_flight, counts.delayed) == (0, 1, 1)
