@@ -194,6 +194,13 @@ def admin_shards(account: str, name: str) -> Response:
     return _admin(admin.set_shards, account, name, _body())
 
 
+@app.route("/admin/queues/{account}/{name}/autoscale", methods=["PUT"], authorizer=admins,
+           content_types=["application/json"])
+def admin_autoscale(account: str, name: str) -> Response:
+    """Admin: pin a queue's shard count, or hand it back to the autoscaler."""
+    return _admin(admin.set_autoscale, account, name, _body())
+
+
 @app.route("/admin/queues/{account}/{name}/split", methods=["POST"], authorizer=admins,
            content_types=["application/json"])
 def admin_split(account: str, name: str) -> Response:
@@ -317,6 +324,17 @@ def manage_shards(event: CloudWatchEvent) -> None:
         for queue in queues.draining_queues():
             if queue.home == region:  # replicas follow the home's metadata
                 queues.forget_drained(queue)
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+@observability.flushed
+def autoscale_shards(event: CloudWatchEvent) -> None:
+    """The external cluster manager: split busy standard queues, merge quiet ones
+    (docs/autoscaling.md; the local server runs it every DMQ_AUTOSCALE_INTERVAL_S)."""
+    for region in _live_local_regions():
+        autoscaler = runtime.services_for(region).autoscaler
+        if autoscaler is not None:
+            autoscaler.check(region)
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))

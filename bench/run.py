@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench import (
     auth,
+    autoscale,
     encryption,
     fair,
     fair_share,
@@ -222,8 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     deduplication and TLS cost a send (`bench/request_dedup.py`), the cost of
     encryption at rest (`bench/encryption.py`), how long a SIGTERM takes against the
     messages stored (`bench/stop_time.py`) and what an idle server costs its store
-    (`bench/idle_cost.py`), and what each SQS call costs the store in requests, latency
-    and dollars (`bench/request_cost.py`)."""
+    (`bench/idle_cost.py`), what each SQS call costs the store in requests, latency
+    and dollars (`bench/request_cost.py`), and how shards follow a ramp of load
+    (`bench/autoscale.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -249,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Store requests, latency and dollars per SQS call, against the store's own (its own
     # servers: DMQ behind a counting proxy, then on the store directly).
     request_cost.main(["--quick"] if quick else [])
+    # Shard autoscaling under a ramp to 5x the per-shard target (a server of its own).
+    autoscale.main(["--quick"] if quick else [])
     return 0
 
 

@@ -27,6 +27,7 @@ from chalicelib.frontend.admission import Admission
 from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.access_keys import AccessKeyRepository
+from chalicelib.metadata.autoscale_states import AutoscaleStates
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.repository import QueueRepository
@@ -36,6 +37,7 @@ from chalicelib.metadata.throttle_buckets import BucketStore
 from chalicelib.regions import RegionHealth
 from chalicelib.runtime_types import Backend
 from chalicelib.secrets import console_key, receipt_key
+from chalicelib.service.autoscale import Autoscaler, ScaleEvent
 from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.encryption import MessageCipher
 from chalicelib.service.failover import FailoverManager
@@ -260,7 +262,11 @@ class Runtime:
             BucketStore(clients.dynamodb, settings.control_table), self._clock,
             limit_of(settings.throttle_account_rps, settings.throttle_account_burst),
             limit_of(settings.throttle_queue_rps, settings.throttle_queue_burst))
-        services = Services(settings, region, queues, messages, clusters, move_tasks, throttle)
+        autoscaler = Autoscaler(queues, stores, AutoscaleStates(clients.dynamodb,
+                                                                settings.control_table),
+                                settings.autoscale, self._clock, self._scaled)
+        services = Services(settings, region, queues, messages, clusters, move_tasks, throttle,
+                            autoscaler=autoscaler)
         if settings.request_dedup:
             services = replace(services, request_dedup=RequestDedup())
         return services, Backend(region, stores, bodies, repo, control, clients, self._clock,
@@ -277,6 +283,13 @@ class Runtime:
         for cluster in settings.clusters:
             guard_client(clients.cluster_dynamodb(cluster), cluster, settings.guard,
                          tables=[settings.cluster_table(cluster)], state_store=states)
+
+    def _scaled(self, event: ScaleEvent) -> None:
+        """A split or merge is a usage record of the queue's account."""
+        meter = self.meter()
+        if meter is not None:
+            action = "AutoscaleSplit" if event.kind == "split" else "AutoscaleMerge"
+            meter.record(event.queue.account, event.queue.name, action, 0)
 
     def _catch_up_counts(self, region: str) -> None:
         if self.count_catch_up is not None:

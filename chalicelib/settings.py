@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from chalicelib.domain.autoscale import ScalePolicy
 from chalicelib.domain.destinations import parse_networks
+from chalicelib.settings_autoscale import autoscale_policy
 from chalicelib.settings_clusters import cluster_settings
 from chalicelib.settings_guard import GuardSettings
 from chalicelib.settings_regions import regional_settings
@@ -73,6 +75,8 @@ class Settings:
     clusters: tuple[str, ...] = ("default",)
     # Clusters whose messages table is in a store of its own: (cluster, endpoint) pairs.
     cluster_endpoints: tuple[tuple[str, str], ...] = ()
+    # The shard autoscaler (docs/autoscaling.md).
+    autoscale: ScalePolicy = field(default_factory=ScalePolicy)
     # Each cluster's bulkhead and circuit breaker (docs/isolation.md).
     guard: GuardSettings = field(default_factory=GuardSettings)
     control_table: str = "dmq-control"
@@ -223,7 +227,7 @@ class Settings:
         on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
         try:
             regional = {**regional_settings(env, on_lambda), **cluster_settings(env),
-                        "guard": GuardSettings.from_env(env)}
+                        "autoscale": autoscale_policy(env), "guard": GuardSettings.from_env(env)}
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from exc
         return cls(

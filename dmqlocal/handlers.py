@@ -14,6 +14,7 @@ LambdaHandler = Callable[[dict[str, Any], Any], Any]
 HEARTBEAT_SCHEDULE = "region_heartbeat"  # the app's heartbeat and failover handler
 HEARTBEATS_PER_FAILOVER = 3
 MOVE_TASKS_SCHEDULE = "advance_move_tasks"  # the app's message move task handler
+AUTOSCALE_SCHEDULE = "autoscale_shards"  # the app's shard autoscaler
 MOVE_TASKS_PERIOD_S = 1.0  # locally it steps the tasks every second (each run one pass)
 MOVE_TASKS_IDLE_S = 15.0  # while none runs: a task another process started waits this long
 
@@ -100,7 +101,7 @@ def schedule_bindings(app: Chalice) -> list[ScheduleBinding]:
 
 def local_schedule_bindings(app: Chalice, failover_after_s: float, scale: float = 1.0,
                             moves_busy: Callable[[], bool] | None = None,
-                            ) -> list[ScheduleBinding]:
+                            autoscale_s: float | None = None) -> list[ScheduleBinding]:
     """The schedule handlers the local scheduler runs: the heartbeat and failover pass
     runs at least HEARTBEATS_PER_FAILOVER times per failover time (the scheduler scales
     periods by `scale`), so a region marked down is replaced about one failover time
@@ -109,11 +110,14 @@ def local_schedule_bindings(app: Chalice, failover_after_s: float, scale: float 
     task handler runs every second, so that a redrive moves at its rate (on AWS each
     minute's run steps the tasks for `DMQ_MOVE_TASK_RUN_S`). With `moves_busy` (whether
     the last pass found a task running, or this server started one since), it runs every
-    MOVE_TASKS_IDLE_S while none does, and within a second of a request that started one."""
+    MOVE_TASKS_IDLE_S while none does, and within a second of a request that started one.
+    The shard autoscaler runs every `autoscale_s` (DMQ_AUTOSCALE_INTERVAL_S), when given."""
     beat_s = failover_after_s / HEARTBEATS_PER_FAILOVER / (scale or 1.0)
     moves_s = MOVE_TASKS_PERIOD_S / (scale or 1.0)
     idle_s = MOVE_TASKS_IDLE_S / (scale or 1.0) if moves_busy is not None else None
+    scale_s = (autoscale_s or 0) / (scale or 1.0)
     return [replace(b, period_s=min(b.period_s, beat_s)) if b.name == HEARTBEAT_SCHEDULE
+            else replace(b, period_s=scale_s) if b.name == AUTOSCALE_SCHEDULE and scale_s
             else replace(b, period_s=min(b.period_s, moves_s), idle_period_s=idle_s,
                          busy=moves_busy) if b.name == MOVE_TASKS_SCHEDULE
             else b for b in schedule_bindings(app)]

@@ -57,6 +57,8 @@ GAUGES = {
     "dmq_messages_delayed": "messages waiting out a delay (ApproximateNumberOfMessagesDelayed)",
     "dmq_oldest_message_age_seconds": "age of the oldest message in the queue "
                                       "(ApproximateAgeOfOldestMessage; 0 when empty)",
+    "dmq_queue_shards": "shards taking the queue's new messages (set by the autoscaler or "
+                        "an admin; draining ones are not counted)",
 }
 
 
@@ -114,6 +116,7 @@ def _gauge_families(gauges: Iterable[QueueGauges]) -> Iterator[Metric]:
         families["dmq_messages_in_flight"].add_metric(labels, g.in_flight)
         families["dmq_messages_delayed"].add_metric(labels, g.delayed)
         families["dmq_oldest_message_age_seconds"].add_metric(labels, g.oldest_age_s)
+        families["dmq_queue_shards"].add_metric(labels, g.shards)
     yield from families.values()
 
 

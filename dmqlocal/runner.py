@@ -149,7 +149,8 @@ class LocalDmq:
                 settings.export_interval_s, increments, self._archive_caught_up)
         self.scheduler = Scheduler(
             local_schedule_bindings(self._app, settings.failover_after_s,
-                                    self.options.schedule_scale, self._moves_busy),
+                                    self.options.schedule_scale, self._moves_busy,
+                                    settings.autoscale.interval_s),
             self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)

@@ -31,9 +31,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.backend import hidden_counts, items
+from chalicelib.backend import hidden_counts, items, shard_load
 from chalicelib.backend.hidden_counts import ShardCount
 from chalicelib.backend.replica import is_tombstone, padded
+from chalicelib.backend.shard_load import ShardLoad
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.domain import fifo
 from chalicelib.domain.exceptions import ConditionFailedError
@@ -95,7 +96,8 @@ def changes_of(records: Sequence[Mapping[str, Any]], now_ms: int) -> list[Change
 
 
 def _chunks(changes: list[Change]) -> list[list[Change]]:
-    """Runs of changes, in order, each touching at most MAX_TERMS // 2 buckets."""
+    """Runs of changes, in order, each touching at most MAX_TERMS // 2 buckets (the rest
+    of an update's terms are its two load slots and stale attributes it removes)."""
     runs: list[list[Change]] = [[]]
     names: set[str] = set()
     for change in changes:
@@ -133,6 +135,22 @@ class ShardCounters:
         legacy = any(i["key"]["S"] != kept and "n" in i for i in found)
         return ShardCount.of(item, total, legacy)
 
+    def loads(self, messages_table: str, queue_id: str, shards: Sequence[int], now_ms: int,
+              window_ms: int) -> dict[int, ShardLoad]:
+        """The load of each of a queue's shards over the last `window_ms`: one BatchGetItem
+        (per hundred shards) of the count items, projected on that window's slots."""
+        slots = [shard_load.slot_name(kind, now_ms - shard_load.SETTLE_MS
+                                      - back * shard_load.SLOT_MS)
+                 for kind in (shard_load.IN, shard_load.OUT)
+                 for back in range(1, max(1, window_ms // shard_load.SLOT_MS) + 1)]
+        keys = {self.key(messages_table, items.partition_key(queue_id, s))["key"]["S"]: s
+                for s in shards}
+        found = get_all(self._db, self.table, [{"key": {"S": k}} for k in keys],
+                        consistent=False, projection=", ".join(["#k", *slots]),
+                        names={"#k": "key"})
+        by_shard = {keys[str(i["key"]["S"])]: i for i in found}
+        return {s: shard_load.load_of(by_shard.get(s), now_ms, window_ms) for s in shards}
+
     def total(self, messages_table: str, queue_id: str, shard: int) -> int:
         """The messages a shard holds by its count (never below 0)."""
         return self.read(messages_table, queue_id, shard).total
@@ -154,7 +172,7 @@ class ShardCounters:
     def _apply(self, table: str, pk: str, changes: list[Change], now_ms: int) -> int:
         """Add the changes after the stored `seq`; the writes it took."""
         for attempt in range(_ROUNDS):
-            update, stale = self._update(table, pk, changes, now_ms)
+            update, written, stale = self._update(table, pk, changes, now_ms)
             try:
                 with translate_errors():
                     result = self._db.update_item(
@@ -168,7 +186,7 @@ class ShardCounters:
                     return attempt + 1  # all of it was counted before
                 continue
             old = result.get("Attributes")
-            self._remember(table, pk, old, stale, changes)
+            self._remember(table, pk, old, written, stale)
             if not old:
                 self._mark_new(table, pk)
                 return attempt + 2
@@ -176,17 +194,20 @@ class ShardCounters:
         raise ConditionFailedError(f"the count of {pk} in {table} kept moving")
 
     def _update(self, table: str, pk: str, changes: list[Change], now_ms: int,
-                ) -> tuple[dict[str, Any], list[str]]:
-        """The UpdateExpression and its values for `changes`, and the stale buckets it
-        removes."""
+                ) -> tuple[dict[str, Any], list[str], list[str]]:
+        """The UpdateExpression and its values for `changes`, the buckets and load slots
+        it adds to, and the stale ones it removes."""
         buckets: dict[str, int] = {}
         for change in changes:
             for name, n in change.buckets.items():
                 buckets[name] = buckets.get(name, 0) + n
         adds = {name: n for name, n in buckets.items() if n}
+        adds.update(shard_load.slot_terms(sum(c.delta > 0 for c in changes),
+                                          sum(c.delta < 0 for c in changes), now_ms))
         room = MAX_TERMS - len(adds)
-        stale = [n for n in hidden_counts.stale(self._known.get((table, pk), ()), now_ms)
-                 if n not in adds][:room]
+        known = self._known.get((table, pk), set())
+        stale = [n for n in hidden_counts.stale(known, now_ms)
+                 + shard_load.stale_slots(known, now_ms) if n not in adds][:room]
         values: dict[str, Any] = {":d": {"N": str(sum(c.delta for c in changes))},
                                   ":first": {"S": changes[0].seq},
                                   ":last": {"S": changes[-1].seq}, ":now": {"N": str(now_ms)}}
@@ -198,16 +219,18 @@ class ShardCounters:
         expression = f"SET seq = :last, hsince = if_not_exists(hsince, :now) ADD {', '.join(terms)}"
         if stale:
             expression += f" REMOVE {', '.join(stale)}"
-        return {"UpdateExpression": expression, "ExpressionAttributeValues": values}, stale
+        return ({"UpdateExpression": expression, "ExpressionAttributeValues": values},
+                list(adds), stale)
 
     def _remember(self, table: str, pk: str, old: Mapping[str, Any] | None,
-                  removed: list[str], changes: list[Change]) -> None:
-        """Which buckets the shard's item holds now, so a later write removes stale ones."""
+                  written: list[str], removed: list[str]) -> None:
+        """Which buckets and load slots the shard's item holds now, so a later write
+        removes stale ones."""
         if len(self._known) >= _KNOWN_SHARDS and (table, pk) not in self._known:
             self._known.clear()
-        names = {n for n in (old or {}) if hidden_counts.minute_of(n) is not None}
-        self._known[(table, pk)] = (names | {n for c in changes for n in c.buckets}) \
-            - set(removed)
+        names = {n for n in (old or {}) if hidden_counts.minute_of(n) is not None
+                 or shard_load.slot_of(n) is not None}
+        self._known[(table, pk)] = (names | set(written)) - set(removed)
 
     def _mark_new(self, table: str, pk: str) -> None:
         """The shard's first count: no message of it is hidden from its buckets."""

@@ -12,6 +12,7 @@ from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_va
 from chalicelib.backend.dynamo_moves import BatchMoves, Move, MoveOutcome, ProgressOp
 from chalicelib.backend.dynamo_sends import DynamoSends
 from chalicelib.backend.items import VISIBLE_INDEX, Item
+from chalicelib.backend.shard_load import ShardLoad
 from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
 from chalicelib.domain.exceptions import (
     ConditionFailedError,
@@ -377,6 +378,11 @@ class DynamoMessageStore:
                 else:
                     delayed += 1
         return Counts(max(0, counted.total - in_flight - delayed), in_flight, delayed)
+
+    def loads(self, queue_id: str, shards: Sequence[int], now_ms: int,
+              window_ms: int) -> dict[int, ShardLoad]:
+        """The shards' load, as the stream handler keeps it on their count items."""
+        return self._counters.loads(self.table, queue_id, shards, now_ms, window_ms)
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         start: dict[str, Any] | None = None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chalicelib.backend.dynamo_moves import Move, MoveOutcome, ProgressOp
+from chalicelib.backend.shard_load import ShardLoad
 from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
 
@@ -127,6 +128,11 @@ class MessageStore(Protocol):
 
     def is_empty(self, queue_id: str, shard: int) -> bool:
         """True when the shard holds no message at all (visible, in flight or delayed)."""
+        ...
+
+    def loads(self, queue_id: str, shards: Sequence[int], now_ms: int,
+              window_ms: int) -> dict[int, ShardLoad]:
+        """Messages in and out per second of each shard over the last `window_ms`."""
         ...
 
     def purge(self, queue_id: str, shard: int) -> int:

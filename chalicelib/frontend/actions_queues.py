@@ -13,6 +13,7 @@ from chalicelib.frontend.context import (
 )
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
+from chalicelib.service.attributes import SHARD_COUNT
 from chalicelib.service.exceptions import InvalidParameterValueError, QueueDoesNotExistError
 
 Response = dict[str, Any]
@@ -29,11 +30,19 @@ def queue_of(svc: Services, ctx: RequestContext, p: Params) -> QueueRecord:
 
 def create_queue(svc: Services, ctx: RequestContext, p: Params) -> Response:
     """CreateQueue."""
+    attributes = p.str_map("Attributes")
     record = svc.queues.create(
-        ctx.account, ctx.region, p.required_str("QueueName"), p.str_map("Attributes"),
-        p.str_map("tags"),
+        ctx.account, ctx.region, p.required_str("QueueName"), attributes, p.str_map("tags"),
     )
+    _pin_if_counted(svc, record, attributes)
     return {"QueueUrl": ctx.queue_url(record.account, record.name)}
+
+
+def _pin_if_counted(svc: Services, record: QueueRecord, attributes: dict[str, str]) -> None:
+    """A shard count the caller set (DmqShardCount) is theirs: the autoscaler leaves the
+    queue alone until an admin unpins it (docs/autoscaling.md)."""
+    if SHARD_COUNT in attributes and svc.autoscaler is not None:
+        svc.autoscaler.pin(record, True)
 
 
 def get_queue_url(svc: Services, ctx: RequestContext, p: Params) -> Response:
@@ -96,7 +105,9 @@ def set_queue_attributes(svc: Services, ctx: RequestContext, p: Params) -> Respo
     queue = queue_of(svc, ctx, p)
     if p.raw("Attributes") is None:
         p.required_str("Attributes")
-    svc.queues.set_attributes(queue, p.str_map("Attributes"))
+    attributes = p.str_map("Attributes")
+    svc.queues.set_attributes(queue, attributes)
+    _pin_if_counted(svc, queue, attributes)
     return {}
 
 

@@ -39,7 +39,7 @@ def describe_queue(services: Services, account: str, name: str) -> dict[str, Any
     queue = services.queues.get(account, name)
     counts = services.messages.counts(queue, fresh=True)
     return {**_record(queue), "visible": counts.visible, "in_flight": counts.in_flight,
-            "delayed": counts.delayed}
+            "delayed": counts.delayed, "autoscale": _autoscale(services, queue)}
 
 
 def _message(message: Message) -> dict[str, Any]:
@@ -71,12 +71,34 @@ def _number(body: dict[str, Any] | None, field: str) -> float:
 def set_shards(
     services: Services, account: str, name: str, body: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """Scale a queue to `count` active shards; shards scaled in drain first."""
+    """Scale a queue to `count` active shards; shards scaled in drain first. The count is
+    pinned: the autoscaler leaves the queue alone until it is unpinned."""
     count = _number(body, "count")
     if not count.is_integer() or not 1 <= count <= MAX_SHARDS:
         raise InvalidParameterValueError(f"count must be an integer from 1 to {MAX_SHARDS}.")
     queue = services.queues.get(account, name)
-    return _record(services.queues.set_shard_count(queue, int(count)))
+    scaled = services.queues.set_shard_count(queue, int(count))
+    if services.autoscaler is not None:
+        services.autoscaler.pin(scaled, True)
+    return {**_record(scaled), "autoscale": _autoscale(services, scaled)}
+
+
+def set_autoscale(
+    services: Services, account: str, name: str, body: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Pin a queue's shard count (`{"pinned": true}`) or hand it back to the autoscaler."""
+    pinned = (body or {}).get("pinned")
+    if not isinstance(pinned, bool):
+        raise InvalidParameterValueError("The request body needs true or false in 'pinned'.")
+    queue = services.queues.get(account, name)
+    if services.autoscaler is not None:
+        services.autoscaler.pin(queue, pinned)
+    return {**_record(queue), "autoscale": _autoscale(services, queue)}
+
+
+def _autoscale(services: Services, queue: QueueRecord) -> str:
+    """How the queue's shard count is set (`Autoscaler.mode`; 'off' with no autoscaler)."""
+    return services.autoscaler.mode(queue) if services.autoscaler is not None else "off"
 
 
 def split_queue(

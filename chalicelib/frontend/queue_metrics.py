@@ -33,6 +33,7 @@ class QueueGauges:
     delayed: int
     oldest_age_s: float
     dead_letter_queue: bool  # some queue's RedrivePolicy targets it
+    shards: int = 1  # active shards (the autoscaler's or an admin's count)
 
 
 def dead_letter_arns(queues: list[QueueRecord]) -> set[str]:
@@ -53,7 +54,8 @@ def read(services: Services, region: str, now_ms: int,
         oldest = min((m.sent_ms for m in heads), default=None)
         age = max(0.0, (now_ms - oldest) / 1000) if oldest is not None else 0.0
         return QueueGauges(region, queue.account, queue.name, counts.visible,
-                           counts.in_flight, counts.delayed, age, queue.arn in targets)
+                           counts.in_flight, counts.delayed, age, queue.arn in targets,
+                           queue.shard_count)
 
     if len(queues) < 2:
         return [gauges(q) for q in queues]

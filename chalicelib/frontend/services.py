@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chalicelib.service.autoscale import Autoscaler
 from chalicelib.service.clusters import ClusterManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
@@ -27,3 +28,5 @@ class Services:
     throttle: Throttle | None = None
     # Request deduplication of sends to standard queues (None when DMQ_REQUEST_DEDUP=off).
     request_dedup: RequestDedup | None = None
+    # The shard autoscaler (docs/autoscaling.md); None where it is not built.
+    autoscaler: Autoscaler | None = None

@@ -10,9 +10,10 @@ late send lands in a shard nobody reads.
 from __future__ import annotations
 
 from chalicelib.backend.clusters import ClusterStores
+from chalicelib.domain.autoscale import MAX_SHARDS
 from chalicelib.domain.queues import QueueRecord, Shard
 
-MAX_SHARDS = 64
+__all__ = ["DRAIN_GRACE_MS", "MAX_SHARDS", "drained", "resize", "split"]
 DRAIN_GRACE_MS = 60_000
 
 

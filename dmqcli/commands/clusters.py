@@ -1,5 +1,5 @@
-"""`dmq clusters list|capacity` and `dmq shards show|set|split`: where queues live, and
-how many shards they have."""
+"""`dmq clusters list|capacity` and `dmq shards show|set|split|pin|unpin`: where queues
+live, how many shards they have, and whether the autoscaler sets that count."""
 
 from __future__ import annotations
 
@@ -35,7 +35,16 @@ def _shards_table(ctx: Context, record: dict[str, Any]) -> None:
     ctx.output.table(record, ("shard", "cluster", "state", "draining since"),
                      ((s["id"], s["cluster"], s["state"], iso_ms(s.get("draining_since_ms")))
                       for s in record["shards"]),
-                     title=f"{record['queue_id']}: {record['shard_count']} active shard(s)")
+                     title=f"{record['queue_id']}: {record['shard_count']} active shard(s)"
+                     + _autoscale_note(record.get("autoscale")))
+
+
+def _autoscale_note(mode: str | None) -> str:
+    """How the count is set: by the autoscaler, pinned by an admin, or fixed."""
+    notes = {"auto": ", set by the autoscaler",
+             "pinned": ", pinned (dmq shards unpin hands it back to the autoscaler)",
+             "off": ", fixed (no autoscaling)"}
+    return notes.get(mode or "", "")
 
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:
@@ -45,6 +54,11 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
 def _set(ctx: Context, args: argparse.Namespace) -> None:
     path = f"{ctx.admin_path(args.queue)}/shards"
     _shards_table(ctx, ctx.admin.put(path, {"count": args.count}))
+
+
+def _pin(ctx: Context, args: argparse.Namespace) -> None:
+    path = f"{ctx.admin_path(args.queue)}/autoscale"
+    _shards_table(ctx, ctx.admin.put(path, {"pinned": args.action == "pin"}))
 
 
 def _split(ctx: Context, args: argparse.Namespace) -> None:
@@ -65,13 +79,14 @@ def register(sub: Any) -> None:
     capacity.add_argument("capacity", type=non_negative)
     capacity.set_defaults(func=_capacity)
 
-    shards = sub.add_parser("shards", help="a queue's shards: show, scale, split")
+    shards = sub.add_parser("shards", help="a queue's shards: show, scale, split, pin")
     actions = shards.add_subparsers(dest="action", required=True, metavar="ACTION")
     show = actions.add_parser("show", help="a queue's shards and clusters",
                               epilog=examples("dmq shards show orders"))
     show.add_argument("queue", help=QUEUE_HELP)
     show.set_defaults(func=_show)
-    scale = actions.add_parser("set", help="scale a queue to COUNT shards (scale-in drains)",
+    scale = actions.add_parser("set", help="scale a queue to COUNT shards (scale-in drains) "
+                                           "and pin it there",
                                epilog=examples("dmq shards set orders 4"))
     scale.add_argument("queue", help=QUEUE_HELP)
     scale.add_argument("count", type=bounded_int(1, MAX_SHARDS), help=f"1 to {MAX_SHARDS}")
@@ -82,3 +97,9 @@ def register(sub: Any) -> None:
     split.add_argument("queue", help=QUEUE_HELP)
     split.add_argument("--cluster", help="default: the placement ring's choice")
     split.set_defaults(func=_split)
+    for action, text in (("pin", "keep a queue's shard count: the autoscaler leaves it alone"),
+                         ("unpin", "hand a queue's shard count back to the autoscaler")):
+        pin = actions.add_parser(action, help=text,
+                                 epilog=examples(f"dmq shards {action} orders"))
+        pin.add_argument("queue", help=QUEUE_HELP)
+        pin.set_defaults(func=_pin)

@@ -11,6 +11,7 @@ from pathlib import Path
 from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
+from chalicelib.backend.shard_load import SETTLE_MS, SLOT_MS, ShardLoad
 from chalicelib.domain.messages import Counts, Message, MessageRef
 from tests.contract.conftest import Store, stream_counter
 
@@ -74,3 +75,24 @@ def test_messages_in_flight_and_delayed_are_counted_from_the_stream(
     # AND after the delay, and after the timeout, they turn visible
     assert messages.count(Q, 0, later + 1) == Counts(3, 3, 0)
     assert messages.count(Q, 0, NOW + 10 * 60_000 + 1) == Counts(6, 0, 0)
+
+
+def test_each_shards_load_is_kept_from_the_stream(store: Store, tmp_path: Path) -> None:
+    control = store.messages.replace("dmq-messages-", "dmq-control-")
+    counters = ShardCounters(store.dynamodb, control)
+    messages = DynamoMessageStore(store.dynamodb, store.messages,
+                                  FolderBodyStore(str(tmp_path)), 350_000, counters)
+    # GIVEN 10 messages into shard 0 and 4 into shard 1, then 3 of shard 0 deleted
+    assert not messages.put_messages(Q, [(0 if i < 10 else 1, _message(f"l{i:02d}"))
+                                         for i in range(14)])
+    messages.delete_claimed([MessageRef(Q, 0, f"l{i:02d}", "") for i in range(3)],
+                            any_claim=True)
+    stream_counter(store, counters)()
+    # WHEN the load is read over a window that holds the slot they were counted in
+    now = int(time.time() * 1000) + SLOT_MS + SETTLE_MS  # its slot has ended and settled
+    loads = counters.loads(store.messages, Q, [0, 1, 2], now, 3 * SLOT_MS)
+    # THEN each shard's rates are its messages over the window's seconds
+    seconds = 3 * SLOT_MS / 1000
+    assert loads[0] == ShardLoad(10 / seconds, 3 / seconds)
+    assert loads[1] == ShardLoad(4 / seconds, 0.0)
+    assert loads[2] == ShardLoad()

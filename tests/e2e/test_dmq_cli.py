@@ -266,11 +266,16 @@ def test_regions_clusters_and_shards(dmq: Dmq, unique_name: Any) -> None:
     _one_error_line(dmq("clusters", "capacity", "c9", "5"), 1, "InvalidParameterValue",
                     "DMQ_CLUSTERS")
 
-    assert dmq("--json", "shards", "show", name).json()["shard_count"] == 1
+    shown = dmq("--json", "shards", "show", name).json()
+    assert (shown["shard_count"], shown["autoscale"]) == (1, "auto")
+    assert "set by the autoscaler" in " ".join(dmq("shards", "show", name).out.split())
     scaled = dmq("shards", "set", name, "3")
-    assert scaled.code == 0 and "3 active shard(s)" in scaled.out
-    assert [s["state"] for s in dmq("--json", "shards", "show", name).json()["shards"]] == [
-        "active"] * 3
+    assert scaled.code == 0 and "3 active shard(s), pinned" in " ".join(scaled.out.split())
+    shown = dmq("--json", "shards", "show", name).json()
+    assert [s["state"] for s in shown["shards"]] == ["active"] * 3
+    assert shown["autoscale"] == "pinned"
+    assert dmq("--json", "shards", "unpin", name).json()["autoscale"] == "auto"
+    assert dmq("--json", "shards", "pin", name).json()["autoscale"] == "pinned"
     _one_error_line(dmq("shards", "split", name), 1, "InvalidParameterValue", "DMQ_CLUSTERS")
 
 

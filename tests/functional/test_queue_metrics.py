@@ -194,7 +194,7 @@ def test_gauges_are_the_queue_counts_and_the_oldest_message_age(
     sqs: Any, clock: FakeClock,
 ) -> None:
     # GIVEN a queue with a message sent 90 s ago, one received (in flight), one delayed
-    url = sqs.create_queue(QueueName="gauged")["QueueUrl"]
+    url = sqs.create_queue(QueueName="gauged", Attributes={"DmqShardCount": "3"})["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="old")
     clock.advance(90)
     sqs.send_message(QueueUrl=url, MessageBody="newer")
@@ -209,6 +209,7 @@ def test_gauges_are_the_queue_counts_and_the_oldest_message_age(
     assert values[f"dmq_messages_in_flight{labels}"] == 1
     assert values[f"dmq_messages_delayed{labels}"] == 1
     assert values[f"dmq_oldest_message_age_seconds{labels}"] == 90
+    assert values[f"dmq_queue_shards{labels}"] == 3
     counter = f'dmq_messages_sent_total{{account="{ACCOUNT}",queue="gauged"}}'
     assert values[counter] >= 3
 

@@ -16,6 +16,7 @@ from chalicelib.aws import Clients
 from chalicelib.backend.counters import MAX_TERMS, ShardCounters, changes_of
 from chalicelib.backend.hidden_counts import BUCKET_MS, HORIZON_MS
 from chalicelib.backend.replica import SEQ, TOMB
+from chalicelib.backend.shard_load import SLOT_MS
 from chalicelib.clock import FakeClock
 from chalicelib.domain.lanes import LANE_BASE
 
@@ -160,6 +161,9 @@ def test_past_buckets_are_neither_written_nor_kept(
     assert bucket not in item
     assert [name for name in item if name.startswith("d")] == [f"d{clock.now_ms() // MINUTE}"]
     assert timed.total(TABLE, QUEUE_ID, 0) == 1
+    # AND the load slots of ten minutes ago are gone too: only this batch's are kept
+    slot = clock.now_ms() // SLOT_MS
+    assert sorted(n for n in item if n[0] in "io") == [f"i{slot}", f"o{slot}"]
 
 
 def test_a_batch_over_many_minutes_is_written_in_runs(timed: ShardCounters, clock: FakeClock,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from chalicelib.backend.shard_load import ShardLoad
 from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
 from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
@@ -15,6 +16,7 @@ class MemoryStore:
         self.shards: dict[tuple[str, int], dict[str, Message]] = {}
         self.items_read = 0
         self.claim_batches: list[int] = []  # the size of every claim_many call, in order
+        self.load: dict[tuple[str, int], ShardLoad] = {}
 
     def _shard(self, queue_id: str, shard: int) -> dict[str, Message]:
         return self.shards.setdefault((queue_id, shard), {})
@@ -134,6 +136,11 @@ class MemoryStore:
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
         return sorted(self._shard(queue_id, shard).values(),
                       key=lambda m: (m.sent_ms, m.message_id))[:limit]
+
+    def loads(self, queue_id: str, shards: Sequence[int], now_ms: int,
+              window_ms: int) -> dict[int, ShardLoad]:
+        """What `load` says each shard carries (set by the test; none by default)."""
+        return {s: self.load.get((queue_id, s), ShardLoad()) for s in shards}
 
     def is_empty(self, queue_id: str, shard: int) -> bool:
         return not self._shard(queue_id, shard)

@@ -30,6 +30,7 @@ ROOT_MODULES = {
     "chalicelib.settings_regions": "base",
     "chalicelib.settings_guard": "base",
     "chalicelib.settings_clusters": "base",
+    "chalicelib.settings_autoscale": "base",
     "chalicelib.runtime_types": "wiring",
 }
 PACKAGES = ("domain", "backend", "metadata", "service", "frontend")

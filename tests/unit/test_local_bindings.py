@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from app import app
 from dmqlocal.handlers import (
+    AUTOSCALE_SCHEDULE,
     HEARTBEAT_SCHEDULE,
     MOVE_TASKS_SCHEDULE,
     local_schedule_bindings,
@@ -42,3 +43,11 @@ def test_the_local_heartbeat_follows_the_failover_time() -> None:
     # a long failover time never slows the heartbeat below the app's own schedule
     assert {b.name: b.period_s for b in local_schedule_bindings(app, 3600.0)}[
         HEARTBEAT_SCHEDULE] == 60.0
+
+
+def test_the_local_autoscaler_runs_at_its_interval() -> None:
+    # GIVEN DMQ_AUTOSCALE_INTERVAL_S of 5 WHEN the local scheduler's periods are chosen
+    periods = {b.name: b.period_s for b in local_schedule_bindings(app, 6.0, autoscale_s=5.0)}
+    # THEN the autoscaler checks every 5 s (on AWS its schedule is once a minute)
+    assert periods[AUTOSCALE_SCHEDULE] == 5.0
+    assert {b.name: b.period_s for b in schedule_bindings(app)}[AUTOSCALE_SCHEDULE] == 60.0

@@ -276,6 +276,7 @@ class Console:
         tasks = services.move_tasks.list(queue.arn, 10) if sources else []
         context: dict[str, Any] = {
             "title": queue.name, "queue": queue, "counts": counts, "sources": sources,
+            "autoscale": services.autoscaler.mode(queue) if services.autoscaler else "off",
             "tasks": [shapes.task(t) for t in tasks],
             "charts": self._charts(queue.queue_id, "queue", now),
             "path": f"/queues/{quote(account, safe='')}/{quote(name, safe='')}",

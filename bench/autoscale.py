@@ -1,0 +1,283 @@
+"""Shard autoscaling under a ramp: a standard queue goes from idle to five times the
+per-shard target, holds, wobbles by +-20%, and stops, on a local server whose autoscaler
+checks every few seconds. Printed: the shard count over time, how many checks after the
+plateau began the queue had its shards, the splits and merges while the load held steady,
+how long after the load stopped it was back to one shard, and the messages lost.
+
+The right count at the plateau is the shards that carry 5x the target at the target
+each, 5; the autoscaler aims at 80% of it (up to `ceil(5 / 0.8) = 7`), so a count from 5
+to 7 is right, and more is an overshoot. The bench checks every 10 s and splits after two
+checks in a row over the target (the default is three, at a one-minute interval): the
+rates of a short interval are two five-second slots, which lag the load by up to a slot
+and the handler's settling time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+from bench.servers import start_dmq
+from bench.sqs import sqs_client
+
+QUEUE = "dmq-bench-autoscale"
+HEADROOM = 0.8
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of the load: `factor` times the target for `intervals` checks."""
+
+    name: str
+    factor: float
+    intervals: int
+    wobble: bool = False  # +-20% around the factor, alternating each interval
+
+
+def phases(quick: bool) -> list[Phase]:
+    """Idle to 1.5x, 3x, then the 5x plateau; the steady wobble; then no load at all."""
+    step = 3 if quick else 4
+    return [Phase("1.5x", 1.5, step), Phase("3x", 3.0, step), Phase("plateau 5x", 5.0, step),
+            Phase("steady 5x +-20%", 5.0, 2 * step, wobble=True)]
+
+
+@dataclass
+class Timeline:
+    """Shard counts seen, and when each phase began (seconds from the start)."""
+
+    seen: list[tuple[float, int]]
+    began: dict[str, float]
+
+    def first_at(self, shards: int, after: float, at_least: bool = False) -> float | None:
+        return next((t for t, n in self.seen
+                     if t >= after and (n >= shards if at_least else n == shards)), None)
+
+    def changes(self, start: float, end: float) -> int:
+        inside = [n for t, n in self.seen if start <= t < end]
+        return sum(1 for a, b in pairwise(inside) if a != b)
+
+
+class Load:
+    """Producers at a set rate (batches of ten) and consumers that receive and delete."""
+
+    def __init__(self, url: str, endpoint: str, producers: int = 2, consumers: int = 4) -> None:
+        self._url = url
+        self._endpoint = endpoint
+        self.rate = 0.0  # messages per second, read by the producers
+        self.sent: set[str] = set()
+        self.received: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stop_consumers = threading.Event()
+        self._threads = [threading.Thread(target=self._produce, args=(i, producers),
+                                          daemon=True) for i in range(producers)]
+        self._threads += [threading.Thread(target=self._consume, daemon=True)
+                          for _ in range(consumers)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def _produce(self, index: int, producers: int) -> None:
+        sqs = sqs_client(self._endpoint)
+        number = 0
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            rate = self.rate / producers
+            if rate <= 0:
+                next_at = time.monotonic()
+                self._stop.wait(0.1)
+                continue
+            next_at += 10 / rate
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+            bodies = [f"p{index}-{number + i}" for i in range(10)]
+            number += 10
+            failed = sqs.send_message_batch(QueueUrl=self._url, Entries=[
+                {"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies)]).get("Failed")
+            sent = set(bodies) - {bodies[int(f["Id"])] for f in failed or []}
+            with self._lock:
+                self.sent |= sent
+
+    def _consume(self) -> None:
+        sqs = sqs_client(self._endpoint)
+        while not self._stop_consumers.is_set():
+            got = sqs.receive_message(QueueUrl=self._url, MaxNumberOfMessages=10,
+                                      WaitTimeSeconds=1).get("Messages", [])
+            if not got:
+                continue
+            with self._lock:
+                self.received |= {m["Body"] for m in got}
+            sqs.delete_message_batch(QueueUrl=self._url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+
+    def stop_producing(self) -> None:
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._stop_consumers.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+    def lost(self) -> int:
+        with self._lock:
+            return len(self.sent - self.received)
+
+
+def _watch(read: Callable[[], int], started: float, seen: list[tuple[float, int]],
+           stop: threading.Event) -> None:
+    while not stop.is_set():
+        seen.append((time.monotonic() - started, read()))
+        stop.wait(0.5)
+
+
+def run(target: float, interval_s: float, cooldown_s: float, checks: int,
+        quick: bool) -> Figures:
+    """Drive the ramp on a fresh local server; the figures."""
+    env = {"DMQ_AUTOSCALE": "on", "DMQ_SHARD_TARGET_RATE": str(target),
+           "DMQ_AUTOSCALE_INTERVAL_S": str(interval_s),
+           "DMQ_AUTOSCALE_COOLDOWN_S": str(cooldown_s), "DMQ_AUTOSCALE_CHECKS": str(checks),
+           "DMQ_COUNT_DYNAMODB": "0"}
+    with tempfile.TemporaryDirectory(prefix="dmq-bench-autoscale-") as data:
+        server = start_dmq(Path(data), extra_env=env)
+        try:
+            server.wait_answering()
+            return _drive(server.url, target, interval_s, cooldown_s, quick)
+        finally:
+            server.stop()
+
+
+def _drive(endpoint: str, target: float, interval_s: float, cooldown_s: float,
+           quick: bool) -> Figures:
+    sqs = sqs_client(endpoint)
+    url = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
+
+    def shards() -> int:
+        found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqShardCount"])
+        return int(found["Attributes"]["DmqShardCount"])
+
+    load = Load(url, endpoint)
+    timeline = Timeline([], {})
+    started = time.monotonic()
+    stop_watch = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(shards, started, timeline.seen,
+                                                    stop_watch), daemon=True)
+    watcher.start()
+    load.start()
+    try:
+        for phase in phases(quick):
+            timeline.began[phase.name] = time.monotonic() - started
+            for i in range(phase.intervals):
+                wobble = (1.2 if i % 2 == 0 else 0.8) if phase.wobble else 1.0
+                load.rate = target * phase.factor * wobble
+                time.sleep(interval_s)
+        load.rate = 0
+        stopped = time.monotonic() - started
+        timeline.began["stopped"] = stopped
+        deadline = time.monotonic() + cooldown_s + 6 * interval_s
+        while time.monotonic() < deadline and shards() > 1:
+            time.sleep(0.5)
+        time.sleep(2 * interval_s)  # the consumers empty the queue
+    finally:
+        stop_watch.set()
+        watcher.join(timeout=5)
+        load.stop()
+    return _figures(timeline, target, interval_s, cooldown_s, load)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one run measured."""
+
+    target: float
+    interval_s: float
+    cooldown_s: float
+    right_shards: int
+    most_shards: int
+    max_shards: int
+    plateau_to_right_intervals: float | None
+    changes_while_steady: int
+    stop_to_one_shard_s: float | None
+    sent: int
+    lost: int
+    timeline: list[tuple[float, int]]
+
+
+def _figures(timeline: Timeline, target: float, interval_s: float, cooldown_s: float,
+             load: Load) -> Figures:
+    right = 5
+    plateau = timeline.began["plateau 5x"]
+    stopped = timeline.began["stopped"]
+    reached = timeline.first_at(right, plateau, at_least=True)
+    back = timeline.first_at(1, stopped)
+    return Figures(target, interval_s, cooldown_s, right, math.ceil(5.0 / HEADROOM),
+                   max((n for _, n in timeline.seen), default=0),
+                   None if reached is None else (reached - plateau) / interval_s,
+                   timeline.changes(timeline.began["steady 5x +-20%"], stopped),
+                   None if back is None else back - stopped,
+                   len(load.sent), load.lost(), _compress(timeline.seen))
+
+
+def _compress(seen: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The moments the shard count changed."""
+    kept: list[tuple[float, int]] = []
+    for t, n in seen:
+        if not kept or kept[-1][1] != n:
+            kept.append((round(t, 1), n))
+    return kept
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def report(f: Figures) -> str:
+    """The figures as the README records them."""
+    limit_back = f.cooldown_s + 3 * f.interval_s
+    reached = f.plateau_to_right_intervals
+    back = f.stop_to_one_shard_s
+    lines = [
+        f"Autoscaling, standard queue: target {f.target:g} msg/s per shard, check every "
+        f"{f.interval_s:g} s, cool-down {f.cooldown_s:g} s",
+        f"  shard count over time (s, shards): {f.timeline}",
+        f"  right count at 5x: {f.right_shards} to {f.most_shards}; {f.right_shards} reached "
+        + ("never" if reached is None else f"{reached:.1f} intervals after the plateau began "
+           f"({_verdict(reached <= 3)}: within 3)"),
+        f"  most shards: {f.max_shards} ({_verdict(f.max_shards <= f.most_shards)}: "
+        f"no overshoot past {f.most_shards})",
+        f"  splits or merges while steady within +-20%: {f.changes_while_steady} "
+        f"({_verdict(f.changes_while_steady == 0)})",
+        "  back to 1 shard after the load stopped: "
+        + ("never" if back is None else f"{back:.1f} s ({_verdict(back <= limit_back)}: "
+           f"within the cool-down plus 3 intervals, {limit_back:.0f} s)"),
+        f"  messages sent {f.sent}, lost {f.lost} ({_verdict(f.lost == 0)})",
+        "  FIFO queues: not scaled (they keep the shards they were created with)",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the autoscaling benchmark and print its figures."""
+    parser = argparse.ArgumentParser(prog="python -m bench.autoscale", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", type=float, default=10.0,
+                        help="DMQ_SHARD_TARGET_RATE for the run (default 10 msg/s)")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between checks")
+    parser.add_argument("--cooldown", type=float, default=30.0, help="scale-in cool-down (s)")
+    parser.add_argument("--checks", type=int, default=2, help="checks in a row to split")
+    parser.add_argument("--quick", action="store_true", help="shorter phases")
+    args = parser.parse_args(argv)
+    figures = run(args.target, args.interval, args.cooldown, args.checks, args.quick)
+    print(report(figures), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""When a queue's shards should split or merge: the autoscaler's rules, with no AWS.
+
+The rules follow systems that scale partitions under live traffic:
+- split only after the load per shard has stayed over the target for `checks`
+  consecutive checks (Pulsar splits a bundle after three), so a burst does not split;
+- never more than x2 or /2 in one step (Kinesis resharding), and a split aims at
+  `headroom` of the target (the Kinesis scaling utility scales up at 80%), so the load
+  after it is not at the edge again;
+- merge only after every shard has stayed under `low_fraction` of the target for a
+  whole cool-down (a long cool-off after scaling down), then one halving a check while
+  the load stays low; a queue never has fewer shards than its load needs at headroom.
+
+The load per shard is the queue's busier rate (messages in or out per second) over its
+active shards: sends spread evenly over a standard queue's shards, and a spread over
+equal shards is what a split buys.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+MAX_SHARDS = 64
+WINDOW_MIN_MS = 5_000
+WINDOW_MAX_MS = 60_000
+
+
+@dataclass(frozen=True)
+class ScalePolicy:
+    """The autoscaler's settings."""
+
+    target_rate: float = 100.0  # messages per second per shard that trigger a split
+    interval_s: float = 60.0
+    cooldown_s: float = 300.0
+    checks: int = 3
+    low_fraction: float = 0.2
+    headroom: float = 0.8
+    enabled: bool = True
+
+    @property
+    def window_ms(self) -> int:
+        """The rate window: the last check interval, within WINDOW_MIN_MS..WINDOW_MAX_MS
+        (the load slots the stream keeps span no more)."""
+        return min(WINDOW_MAX_MS, max(WINDOW_MIN_MS, int(self.interval_s * 1000)))
+
+    def needed(self, rate: float) -> int:
+        """The shards `rate` needs at headroom."""
+        return max(1, math.ceil(rate / (self.target_rate * self.headroom)))
+
+
+@dataclass(frozen=True)
+class ScaleState:
+    """What the autoscaler remembers of a queue between checks."""
+
+    above: int = 0  # consecutive checks over the target
+    below_since_ms: int | None = None  # since when every check was under the low mark
+    changed_ms: int = 0  # the last split or merge
+    pinned: bool = False  # an admin set the shard count: no automatic change
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A check's outcome: the active shards the queue should have, and the new state."""
+
+    shards: int
+    state: ScaleState
+
+    def kind(self, active: int) -> str:
+        """'split', 'merge' or '' (no change)."""
+        return "split" if self.shards > active else "merge" if self.shards < active else ""
+
+
+def decide(policy: ScalePolicy, active: int, rate: float, state: ScaleState,
+           now_ms: int, window_start_ms: int | None = None) -> Decision:
+    """The shard count for a queue with `active` shards carrying `rate` messages/s over
+    a window that began at `window_start_ms` (default: `window_ms` before now)."""
+    if window_start_ms is None:
+        window_start_ms = now_ms - policy.window_ms
+    if state.pinned or not policy.enabled:
+        return Decision(active, state)
+    per_shard = rate / max(active, 1)
+    if per_shard > policy.target_rate:
+        state = replace(state, above=state.above + 1, below_since_ms=None)
+    elif per_shard < policy.target_rate * policy.low_fraction:
+        # The whole window was quiet: the queue has been since its start, at least.
+        state = replace(state, above=0, below_since_ms=(
+            window_start_ms if state.below_since_ms is None else state.below_since_ms))
+    else:
+        state = replace(state, above=0, below_since_ms=None)
+    if state.above >= policy.checks and active < MAX_SHARDS:
+        wanted = min(2 * active, MAX_SHARDS, max(active + 1, policy.needed(rate)))
+        return Decision(wanted, replace(state, above=0, changed_ms=now_ms))
+    low_for = now_ms - state.below_since_ms if state.below_since_ms is not None else -1
+    if active > 1 and low_for >= policy.cooldown_s * 1000:
+        wanted = max(math.ceil(active / 2), policy.needed(rate))
+        if wanted < active:
+            return Decision(wanted, replace(state, changed_ms=now_ms))
+    return Decision(active, state)

@@ -1,0 +1,117 @@
+"""The shard autoscaler: each check reads every queue's load and splits or merges its shards.
+
+It runs where the cluster manager runs: on the local server's timer every
+`DMQ_AUTOSCALE_INTERVAL_S`, and on AWS as a scheduled handler (every minute, the least
+a schedule allows). The rules are `chalicelib.domain.autoscale`; the load is what the
+stream handler keeps per shard (`chalicelib.backend.shard_load`); the state between
+checks lives in the control table (`chalicelib.metadata.autoscale_states`).
+
+A split or a merge is the same shard change an admin makes (`QueueService.set_shard_count`):
+new shards take sends at once; merged-away shards drain (receives keep reading them)
+before they are forgotten. Standard queues only: a FIFO queue's groups are placed by a
+hash over its shard count, and moving them with their order is not built.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.shard_load import ShardLoad, window_start
+from chalicelib.clock import Clock
+from chalicelib.domain.autoscale import ScalePolicy, decide
+from chalicelib.domain.queues import QueueRecord
+from chalicelib.metadata.autoscale_states import AutoscaleStates
+from chalicelib.service.fifo import is_fifo
+from chalicelib.service.queues import QueueService
+
+logger = logging.getLogger("dmq.autoscale")
+
+
+@dataclass(frozen=True)
+class ScaleEvent:
+    """One split or merge."""
+
+    queue: QueueRecord
+    kind: str  # "split" or "merge"
+    before: int
+    after: int
+    rate: float  # messages per second, the busier way
+
+
+class Autoscaler:
+    """Checks every standard queue homed in a region, and scales those that need it."""
+
+    def __init__(self, queues: QueueService, stores: ClusterStores, states: AutoscaleStates,
+                 policy: ScalePolicy, clock: Clock,
+                 on_event: Callable[[ScaleEvent], None] | None = None) -> None:
+        self._queues = queues
+        self._stores = stores
+        self._states = states
+        self.policy = policy
+        self._clock = clock
+        self._on_event = on_event
+
+    def check(self, region: str) -> list[ScaleEvent]:
+        """One pass: the splits and merges it made."""
+        if not self.policy.enabled:
+            return []
+        queues = [q for q in self._queues.all_queues() if q.home == region and not is_fifo(q)]
+        if not queues:
+            return []
+        states = self._states.get_many([q.queue_id for q in queues])
+        events = []
+        for queue in queues:
+            now = self._clock.now_ms()
+            rate = self.rate(queue, now)
+            state = states[queue.queue_id]
+            decision = decide(self.policy, queue.shard_count, rate, state, now,
+                              window_start(now, self.policy.window_ms))
+            if decision.shards != queue.shard_count:
+                event = self._scale(queue, decision.shards, rate)
+                events.append(event)
+            if decision.state != state:
+                self._states.put(queue.queue_id, decision.state)
+        return events
+
+    def rate(self, queue: QueueRecord, now_ms: int) -> float:
+        """The queue's busier rate over the policy's window (draining shards included:
+        their deletes are load too)."""
+        total = ShardLoad()
+        by_cluster: dict[str, list[int]] = {}
+        for shard in queue.shards:
+            by_cluster.setdefault(shard.cluster, []).append(shard.id)
+        for cluster, ids in by_cluster.items():
+            loads = self._stores.of(cluster).loads(queue.queue_id, ids, now_ms,
+                                                    self.policy.window_ms)
+            for load in loads.values():
+                total = total + load
+        return total.busiest
+
+    def pin(self, queue: QueueRecord, pinned: bool) -> None:
+        """An admin set the shard count (pinned), or handed it back."""
+        self._states.pin(queue.queue_id, pinned)
+
+    def pinned(self, queue: QueueRecord) -> bool:
+        """Whether an admin pinned the queue's shard count."""
+        return self._states.get(queue.queue_id).pinned
+
+    def mode(self, queue: QueueRecord) -> str:
+        """How the queue's shard count is set: 'auto', 'pinned', or 'off' (autoscaling is
+        turned off, or the queue is FIFO)."""
+        if not self.policy.enabled or is_fifo(queue):
+            return "off"
+        return "pinned" if self.pinned(queue) else "auto"
+
+    def _scale(self, queue: QueueRecord, shards: int, rate: float) -> ScaleEvent:
+        kind = "split" if shards > queue.shard_count else "merge"
+        updated = self._queues.set_shard_count(queue, shards)
+        event = ScaleEvent(updated, kind, queue.shard_count, shards, rate)
+        logger.info("autoscale %s %s: %d -> %d shards at %.1f messages/s (target %.1f per "
+                    "shard)", kind, queue.queue_id, queue.shard_count, shards, rate,
+                    self.policy.target_rate)
+        if self._on_event is not None:
+            self._on_event(event)
+        return event

@@ -1,0 +1,79 @@
+"""GIVEN a queue's load over successive checks WHEN the autoscaler's rules decide THEN it
+splits only after a sustained excess, at most x2 a step, merges only after a cool-down at
+most /2 a step, and leaves a pinned queue alone."""
+
+from __future__ import annotations
+
+from chalicelib.domain.autoscale import MAX_SHARDS, ScalePolicy, ScaleState, decide
+
+POLICY = ScalePolicy(target_rate=100, interval_s=10, cooldown_s=60, checks=3)
+S = 10_000  # one interval, in ms
+
+
+def _run(active: int, rates: list[float], state: ScaleState | None = None,
+         policy: ScalePolicy = POLICY) -> list[int]:
+    """The active shard count after each check."""
+    state = state or ScaleState()
+    seen = []
+    for i, rate in enumerate(rates):
+        decision = decide(policy, active, rate, state, i * S)
+        active, state = decision.shards, decision.state
+        seen.append(active)
+    return seen
+
+
+def test_a_sustained_excess_splits_after_the_checks_in_a_row() -> None:
+    assert _run(1, [150, 150]) == [1, 1]
+    assert _run(1, [150, 150, 150]) == [1, 1, 2]
+
+
+def test_a_burst_between_quiet_checks_splits_nothing() -> None:
+    assert _run(1, [150, 150, 50, 150, 150, 50, 150]) == [1] * 7
+
+
+def test_a_split_doubles_at_most_and_aims_at_headroom() -> None:
+    # 5x the target from 1 shard: 2, then 4, then 7 (500 / (0.8 * 100))
+    assert _run(1, [500] * 9) == [1, 1, 2, 2, 2, 4, 4, 4, 7]
+    # a small excess over 4 shards adds what headroom needs, at least one
+    assert _run(4, [410] * 3)[-1] == 6
+    assert _run(MAX_SHARDS, [10**6] * 3)[-1] == MAX_SHARDS
+
+
+def test_a_steady_load_within_twenty_percent_changes_nothing() -> None:
+    # 7 shards at 500/s: 71/s each; +-20% stays between the marks
+    assert set(_run(7, [500, 600, 400, 560, 440] * 6)) == {7}
+
+
+def test_a_quiet_queue_merges_after_the_cool_down_then_halves_each_check() -> None:
+    shards = _run(7, [0.0] * 12)
+    # under the low mark since the window before check 0 (its whole window was quiet):
+    # the cool-down (6 intervals) ends at check 5
+    assert shards[:5] == [7] * 5
+    assert shards[5:8] == [4, 2, 1]
+    assert shards[8:] == [1] * 4
+
+
+def test_merging_stops_where_the_shards_would_no_longer_be_quiet() -> None:
+    # 4 shards at 60/s in all: 15/s each is under the low mark (20/s); at 2 shards, 30/s
+    # each is not, and the queue stays there
+    assert _run(4, [60.0] * 12)[6:] == [2] * 6
+
+
+def test_a_merge_never_leaves_fewer_shards_than_the_load_needs_at_headroom() -> None:
+    # with a low mark of half the target, 4 shards at 180/s are quiet (45/s each), but
+    # the load needs 3 shards at headroom (180 / 80), not 2
+    policy = ScalePolicy(target_rate=100, interval_s=10, cooldown_s=60, low_fraction=0.5)
+    assert _run(4, [180.0] * 8, policy=policy)[-1] == 3
+
+
+def test_load_between_the_marks_restarts_the_cool_down() -> None:
+    # 4 shards: 100/s in all is 25/s each, over the low mark
+    shards = _run(4, [0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0])
+    assert set(shards) == {4}
+    assert _run(4, [0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0])[-2:] == [2, 1]
+
+
+def test_a_pinned_queue_or_a_disabled_policy_is_left_alone() -> None:
+    assert _run(1, [10**4] * 5, ScaleState(pinned=True)) == [1] * 5
+    off = ScalePolicy(target_rate=100, enabled=False)
+    assert _run(8, [0] * 50, policy=off) == [8] * 50
