@@ -135,21 +135,22 @@ class ShardCounters:
         legacy = any(i["key"]["S"] != kept and "n" in i for i in found)
         return ShardCount.of(item, total, legacy)
 
-    def loads(self, messages_table: str, queue_id: str, shards: Sequence[int], now_ms: int,
-              window_ms: int) -> dict[int, ShardLoad]:
-        """The load of each of a queue's shards over the last `window_ms`: one BatchGetItem
-        (per hundred shards) of the count items, projected on that window's slots."""
+    def loads(self, messages_table: str, shards: Sequence[tuple[str, int]], now_ms: int,
+              window_ms: int) -> dict[tuple[str, int], ShardLoad]:
+        """The load of each (queue id, shard) over the last `window_ms`: one BatchGetItem
+        per hundred shards, of any queues, projected on that window's slots."""
         slots = [shard_load.slot_name(kind, now_ms - shard_load.SETTLE_MS
                                       - back * shard_load.SLOT_MS)
                  for kind in (shard_load.IN, shard_load.OUT)
                  for back in range(1, max(1, window_ms // shard_load.SLOT_MS) + 1)]
-        keys = {self.key(messages_table, items.partition_key(queue_id, s))["key"]["S"]: s
-                for s in shards}
+        keys = {self.key(messages_table, items.partition_key(q, s))["key"]["S"]: (q, s)
+                for q, s in shards}
         found = get_all(self._db, self.table, [{"key": {"S": k}} for k in keys],
                         consistent=False, projection=", ".join(["#k", *slots]),
                         names={"#k": "key"})
         by_shard = {keys[str(i["key"]["S"])]: i for i in found}
-        return {s: shard_load.load_of(by_shard.get(s), now_ms, window_ms) for s in shards}
+        return {pair: shard_load.load_of(by_shard.get(pair), now_ms, window_ms)
+                for pair in shards}
 
     def total(self, messages_table: str, queue_id: str, shard: int) -> int:
         """The messages a shard holds by its count (never below 0)."""

@@ -379,10 +379,11 @@ class DynamoMessageStore:
                     delayed += 1
         return Counts(max(0, counted.total - in_flight - delayed), in_flight, delayed)
 
-    def loads(self, queue_id: str, shards: Sequence[int], now_ms: int,
-              window_ms: int) -> dict[int, ShardLoad]:
-        """The shards' load, as the stream handler keeps it on their count items."""
-        return self._counters.loads(self.table, queue_id, shards, now_ms, window_ms)
+    def loads(self, shards: Sequence[tuple[str, int]], now_ms: int,
+              window_ms: int) -> dict[tuple[str, int], ShardLoad]:
+        """The load of each (queue id, shard), as the stream handler keeps it on their
+        count items."""
+        return self._counters.loads(self.table, shards, now_ms, window_ms)
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         start: dict[str, Any] | None = None

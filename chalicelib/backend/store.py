@@ -130,9 +130,10 @@ class MessageStore(Protocol):
         """True when the shard holds no message at all (visible, in flight or delayed)."""
         ...
 
-    def loads(self, queue_id: str, shards: Sequence[int], now_ms: int,
-              window_ms: int) -> dict[int, ShardLoad]:
-        """Messages in and out per second of each shard over the last `window_ms`."""
+    def loads(self, shards: Sequence[tuple[str, int]], now_ms: int,
+              window_ms: int) -> dict[tuple[str, int], ShardLoad]:
+        """Messages in and out per second of each (queue id, shard) over the last
+        `window_ms`, of any number of queues at once."""
         ...
 
     def purge(self, queue_id: str, shard: int) -> int:

@@ -55,40 +55,40 @@ class Autoscaler:
         self._on_event = on_event
 
     def check(self, region: str) -> list[ScaleEvent]:
-        """One pass: the splits and merges it made."""
+        """One pass: the splits and merges it made. Its reads are one scan of the queues,
+        one BatchGetItem of their states and one of their loads (per hundred of each)."""
         if not self.policy.enabled:
             return []
         queues = [q for q in self._queues.all_queues() if q.home == region and not is_fifo(q)]
         if not queues:
             return []
         states = self._states.get_many([q.queue_id for q in queues])
+        now = self._clock.now_ms()
+        rates = self.rates(queues, now)
         events = []
         for queue in queues:
-            now = self._clock.now_ms()
-            rate = self.rate(queue, now)
             state = states[queue.queue_id]
-            decision = decide(self.policy, queue.shard_count, rate, state, now,
-                              window_start(now, self.policy.window_ms))
+            decision = decide(self.policy, queue.shard_count, rates[queue.queue_id], state,
+                              now, window_start(now, self.policy.window_ms))
             if decision.shards != queue.shard_count:
-                event = self._scale(queue, decision.shards, rate)
-                events.append(event)
+                events.append(self._scale(queue, decision.shards, rates[queue.queue_id]))
             if decision.state != state:
                 self._states.put(queue.queue_id, decision.state)
         return events
 
-    def rate(self, queue: QueueRecord, now_ms: int) -> float:
-        """The queue's busier rate over the policy's window (draining shards included:
-        their deletes are load too)."""
-        total = ShardLoad()
-        by_cluster: dict[str, list[int]] = {}
-        for shard in queue.shards:
-            by_cluster.setdefault(shard.cluster, []).append(shard.id)
-        for cluster, ids in by_cluster.items():
-            loads = self._stores.of(cluster).loads(queue.queue_id, ids, now_ms,
-                                                    self.policy.window_ms)
-            for load in loads.values():
-                total = total + load
-        return total.busiest
+    def rates(self, queues: list[QueueRecord], now_ms: int) -> dict[str, float]:
+        """Each queue's busier rate over the policy's window (draining shards included:
+        their deletes are load too), read cluster by cluster for all the queues at once."""
+        by_cluster: dict[str, list[tuple[str, int]]] = {}
+        for queue in queues:
+            for shard in queue.shards:
+                by_cluster.setdefault(shard.cluster, []).append((queue.queue_id, shard.id))
+        totals = {q.queue_id: ShardLoad() for q in queues}
+        for cluster, pairs in by_cluster.items():
+            loads = self._stores.of(cluster).loads(pairs, now_ms, self.policy.window_ms)
+            for (queue_id, _), load in loads.items():
+                totals[queue_id] = totals[queue_id] + load
+        return {queue_id: load.busiest for queue_id, load in totals.items()}
 
     def pin(self, queue: QueueRecord, pinned: bool) -> None:
         """An admin set the shard count (pinned), or handed it back."""

@@ -90,7 +90,8 @@ def test_each_shards_load_is_kept_from_the_stream(store: Store, tmp_path: Path) 
     stream_counter(store, counters)()
     # WHEN the load is read over a window that holds the slot they were counted in
     now = int(time.time() * 1000) + SLOT_MS + SETTLE_MS  # its slot has ended and settled
-    loads = counters.loads(store.messages, Q, [0, 1, 2], now, 3 * SLOT_MS)
+    loads = {s: load for (_, s), load in counters.loads(
+        store.messages, [(Q, 0), (Q, 1), (Q, 2)], now, 3 * SLOT_MS).items()}
     # THEN each shard's rates are its messages over the window's seconds
     seconds = 3 * SLOT_MS / 1000
     assert loads[0] == ShardLoad(10 / seconds, 3 / seconds)

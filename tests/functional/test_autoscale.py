@@ -137,9 +137,9 @@ def test_a_check_reads_each_queue_once_and_writes_only_changed_states(
     finally:
         for c in clients.values():
             c.meta.events.unregister("before-call.dynamodb", seen)
-    assert first.count("BatchGetItem") == 4  # the states, then each queue's load
+    assert first.count("BatchGetItem") == 2  # the states, then every queue's load at once
     assert first.count("UpdateItem") == 3
-    assert "UpdateItem" not in calls and calls.count("BatchGetItem") == 4
+    assert "UpdateItem" not in calls and calls.count("BatchGetItem") == 2
 
 
 def test_a_shard_count_the_caller_sets_pins_the_queue(sqs: Any, dmq: Client) -> None:

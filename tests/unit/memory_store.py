@@ -137,10 +137,10 @@ class MemoryStore:
         return sorted(self._shard(queue_id, shard).values(),
                       key=lambda m: (m.sent_ms, m.message_id))[:limit]
 
-    def loads(self, queue_id: str, shards: Sequence[int], now_ms: int,
-              window_ms: int) -> dict[int, ShardLoad]:
+    def loads(self, shards: Sequence[tuple[str, int]], now_ms: int,
+              window_ms: int) -> dict[tuple[str, int], ShardLoad]:
         """What `load` says each shard carries (set by the test; none by default)."""
-        return {s: self.load.get((queue_id, s), ShardLoad()) for s in shards}
+        return {pair: self.load.get(pair, ShardLoad()) for pair in shards}
 
     def is_empty(self, queue_id: str, shard: int) -> bool:
         return not self._shard(queue_id, shard)
