@@ -73,6 +73,7 @@ class Load:
         self.rate = 0.0  # messages per second, read by the producers
         self.sent: set[str] = set()
         self.received: set[str] = set()
+        self.last_delete = 0.0  # time.monotonic() of the last delete of a message
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._stop_consumers = threading.Event()
@@ -112,10 +113,11 @@ class Load:
                                       WaitTimeSeconds=1).get("Messages", [])
             if not got:
                 continue
-            with self._lock:
-                self.received |= {m["Body"] for m in got}
             sqs.delete_message_batch(QueueUrl=self._url, Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+            with self._lock:
+                self.received |= {m["Body"] for m in got}
+                self.last_delete = time.monotonic()
 
     def stop_producing(self) -> None:
         self._stop.set()
@@ -185,6 +187,9 @@ def _drive(endpoint: str, target: float, interval_s: float, cooldown_s: float,
         while time.monotonic() < deadline and shards() > 1:
             time.sleep(0.5)
         time.sleep(2 * interval_s)  # the consumers empty the queue
+        # The load stopped when its last message was deleted: the consumers drain what
+        # the producers left, and their deletes are the queue's load as much as sends.
+        timeline.began["quiet"] = max(stopped, load.last_delete - started)
     finally:
         stop_watch.set()
         watcher.join(timeout=5)
@@ -205,6 +210,7 @@ class Figures:
     plateau_to_right_intervals: float | None
     changes_while_steady: int
     stop_to_one_shard_s: float | None
+    drain_s: float  # from the producers' stop to the last delete
     sent: int
     lost: int
     timeline: list[tuple[float, int]]
@@ -214,14 +220,14 @@ def _figures(timeline: Timeline, target: float, interval_s: float, cooldown_s: f
              load: Load) -> Figures:
     right = 5
     plateau = timeline.began["plateau 5x"]
-    stopped = timeline.began["stopped"]
+    stopped, quiet = timeline.began["stopped"], timeline.began["quiet"]
     reached = timeline.first_at(right, plateau, at_least=True)
-    back = timeline.first_at(1, stopped)
+    back = timeline.first_at(1, quiet)
     return Figures(target, interval_s, cooldown_s, right, math.ceil(5.0 / HEADROOM),
                    max((n for _, n in timeline.seen), default=0),
                    None if reached is None else (reached - plateau) / interval_s,
                    timeline.changes(timeline.began["steady 5x +-20%"], stopped),
-                   None if back is None else back - stopped,
+                   None if back is None else back - quiet, quiet - stopped,
                    len(load.sent), load.lost(), _compress(timeline.seen))
 
 
@@ -254,7 +260,8 @@ def report(f: Figures) -> str:
         f"no overshoot past {f.most_shards})",
         f"  splits or merges while steady within +-20%: {f.changes_while_steady} "
         f"({_verdict(f.changes_while_steady == 0)})",
-        "  back to 1 shard after the load stopped: "
+        f"  back to 1 shard after the load stopped (the last delete, {f.drain_s:.1f} s after "
+        "the last send): "
         + ("never" if back is None else f"{back:.1f} s ({_verdict(back <= limit_back)}: "
            f"within the cool-down plus 3 intervals, {limit_back:.0f} s)"),
         f"  messages sent {f.sent}, lost {f.lost} ({_verdict(f.lost == 0)})",
