@@ -27,6 +27,7 @@ from bench import (
     fair_share,
     fifo,
     idle_cost,
+    isolation,
     push,
     request_cost,
     request_dedup,
@@ -224,8 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     encryption at rest (`bench/encryption.py`), how long a SIGTERM takes against the
     messages stored (`bench/stop_time.py`) and what an idle server costs its store
     (`bench/idle_cost.py`), what each SQS call costs the store in requests, latency
-    and dollars (`bench/request_cost.py`), and how shards follow a ramp of load
-    (`bench/autoscale.py`)."""
+    and dollars (`bench/request_cost.py`), how shards follow a ramp of load
+    (`bench/autoscale.py`), and what a frozen cluster does to the others
+    (`bench/isolation.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -253,6 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     request_cost.main(["--quick"] if quick else [])
     # Shard autoscaling under a ramp to 5x the per-shard target (a server of its own).
     autoscale.main(["--quick"] if quick else [])
+    # One cluster's store frozen, the others' latency and errors (a server and two more
+    # DynamoDB Locals of its own).
+    isolation.main(["--quick"] if quick else [])
     return 0
 
 
