@@ -364,6 +364,10 @@ class DynamoDBLocal:
                 process.wait(timeout=STOP_TIMEOUT_S)
         self._process = None
         self.sync()
+        if self.db_path is None and self._log is not None:
+            # An in-memory store keeps nothing: neither does its log (each start on a new
+            # port would otherwise leave one more file in the temporary folder).
+            self._log.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
