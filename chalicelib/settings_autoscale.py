@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from chalicelib.domain.autoscale import ScalePolicy
@@ -25,8 +26,8 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float,
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not (value > low if strict else value >= low) or value != value or value == float("inf"):
+        value = math.nan
+    if not math.isfinite(value) or not (value > low if strict else value >= low):
         bound = f"more than {low:g}" if strict else f"at least {low:g}"
         raise ValueError(f"{name}={text!r} is not a number {bound}.")
     return value

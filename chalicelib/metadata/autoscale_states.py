@@ -60,7 +60,7 @@ class AutoscaleStates:
         if state.below_since_ms is None:
             update += " REMOVE below_since"
         else:
-            update = "SET above = :above, changed = :changed, below_since = :below"
+            update += ", below_since = :below"
             values[":below"] = {"N": str(state.below_since_ms)}
         with translate_errors():
             self._db.update_item(TableName=self._table, Key=_key(queue_id),

@@ -24,13 +24,18 @@ def _message(message_id: str) -> Message:
                    expires_ms=NOW + 10**9)
 
 
+def _stores(store: Store, tmp_path: Path) -> tuple[ShardCounters, DynamoMessageStore]:
+    """The control table's counters and the message store over the contract store."""
+    control = store.messages.replace("dmq-messages-", "dmq-control-")
+    counters = ShardCounters(store.dynamodb, control)
+    return counters, DynamoMessageStore(store.dynamodb, store.messages,
+                                        FolderBodyStore(str(tmp_path)), 350_000, counters)
+
+
 def test_sends_deletes_and_a_purge_are_counted_from_the_stream_once(
     store: Store, tmp_path: Path
 ) -> None:
-    control = store.messages.replace("dmq-messages-", "dmq-control-")
-    counters = ShardCounters(store.dynamodb, control)
-    messages = DynamoMessageStore(store.dynamodb, store.messages,
-                                  FolderBodyStore(str(tmp_path)), 350_000, counters)
+    counters, messages = _stores(store, tmp_path)
     count_in = stream_counter(store, counters)
     # GIVEN 12 messages in two shards, then 2 of shard 0 deleted
     assert not messages.put_messages(Q, [(i % 2, _message(f"m{i:02d}")) for i in range(12)])
@@ -52,10 +57,7 @@ def test_sends_deletes_and_a_purge_are_counted_from_the_stream_once(
 def test_messages_in_flight_and_delayed_are_counted_from_the_stream(
     store: Store, tmp_path: Path
 ) -> None:
-    control = store.messages.replace("dmq-messages-", "dmq-control-")
-    counters = ShardCounters(store.dynamodb, control)
-    messages = DynamoMessageStore(store.dynamodb, store.messages,
-                                  FolderBodyStore(str(tmp_path)), 350_000, counters)
+    counters, messages = _stores(store, tmp_path)
     count_in = stream_counter(store, counters)
     # GIVEN 6 messages, 2 of them delayed by five minutes
     later = NOW + 5 * 60_000
@@ -78,10 +80,7 @@ def test_messages_in_flight_and_delayed_are_counted_from_the_stream(
 
 
 def test_each_shards_load_is_kept_from_the_stream(store: Store, tmp_path: Path) -> None:
-    control = store.messages.replace("dmq-messages-", "dmq-control-")
-    counters = ShardCounters(store.dynamodb, control)
-    messages = DynamoMessageStore(store.dynamodb, store.messages,
-                                  FolderBodyStore(str(tmp_path)), 350_000, counters)
+    counters, messages = _stores(store, tmp_path)
     # GIVEN 10 messages into shard 0 and 4 into shard 1, then 3 of shard 0 deleted
     assert not messages.put_messages(Q, [(0 if i < 10 else 1, _message(f"l{i:02d}"))
                                          for i in range(14)])
