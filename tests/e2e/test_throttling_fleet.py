@@ -47,7 +47,8 @@ QUEUES = 6  # their queue buckets (6 x 10/s) together exceed the account's 20/s
 
 NS = "{http://queue.amazonaws.com/doc/2012-11-05/}"
 
-pytestmark = pytest.mark.e2e
+# Rates across four servers: `make test` runs this module alone, after the other tests.
+pytestmark = [pytest.mark.e2e, pytest.mark.quiet]
 
 
 @pytest.fixture(scope="module")
