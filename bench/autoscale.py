@@ -1,8 +1,10 @@
-"""Shard autoscaling under a ramp: a standard queue goes from idle to five times the
-per-shard target, holds, wobbles by +-20%, and stops, on a local server whose autoscaler
-checks every few seconds. Printed: the shard count over time, how many checks after the
-plateau began the queue had its shards, the splits and merges while the load held steady,
-how long after the load stopped it was back to one shard, and the messages lost.
+"""Shard autoscaling under a ramp: a standard queue and a FIFO queue (20 message groups)
+each go from idle to five times the per-shard target, hold, wobble by +-20%, and stop,
+side by side on a local server whose autoscaler checks every few seconds. Printed, for
+each: the shard count over time, how many checks after the plateau began the queue had
+its shards, the splits and merges while the load held steady, how long after the load
+stopped it was back to one shard, the messages lost, and (FIFO) the messages that came
+out of their group's order.
 
 The right count at the plateau is the shards that carry 5x the target at the target
 each, 5; the autoscaler aims at 80% of it (up to `ceil(5 / 0.8) = 7`), so a count from 5
@@ -28,6 +30,8 @@ from bench.servers import start_dmq
 from bench.sqs import sqs_client
 
 QUEUE = "dmq-bench-autoscale"
+FIFO_QUEUE = "dmq-bench-autoscale.fifo"
+FIFO_GROUPS = 20
 HEADROOM = 0.8
 
 
@@ -65,14 +69,24 @@ class Timeline:
 
 
 class Load:
-    """Producers at a set rate (batches of ten) and consumers that receive and delete."""
+    """Producers at a set rate (batches of ten) and consumers that receive and delete.
 
-    def __init__(self, url: str, endpoint: str, producers: int = 2, consumers: int = 4) -> None:
+    With `groups`, the queue is FIFO: each producer sends to its own share of the groups,
+    numbering each group's messages, and the consumers note each message before they
+    delete it, so that a group's next message (which FIFO holds back until then) is
+    always noted after it: a number below its group's last is out of order.
+    """
+
+    def __init__(self, url: str, endpoint: str, producers: int = 2, consumers: int = 4,
+                 groups: int = 0) -> None:
         self._url = url
         self._endpoint = endpoint
+        self._groups = groups
         self.rate = 0.0  # messages per second, read by the producers
         self.sent: set[str] = set()
         self.received: set[str] = set()
+        self.out_of_order = 0
+        self._last_of_group: dict[str, int] = {}
         self.last_delete = 0.0  # time.monotonic() of the last delete of a message
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -98,10 +112,11 @@ class Load:
                 continue
             next_at += 10 / rate
             self._stop.wait(max(0.0, next_at - time.monotonic()))
-            bodies = [f"p{index}-{number + i}" for i in range(10)]
+            bodies = [self._body(index, producers, number + i) for i in range(10)]
             number += 10
             failed = sqs.send_message_batch(QueueUrl=self._url, Entries=[
-                {"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies)]).get("Failed")
+                {"Id": str(i), "MessageBody": b, **self._group_of(b)}
+                for i, b in enumerate(bodies)]).get("Failed")
             sent = set(bodies) - {bodies[int(f["Id"])] for f in failed or []}
             with self._lock:
                 self.sent |= sent
@@ -113,11 +128,33 @@ class Load:
                                       WaitTimeSeconds=1).get("Messages", [])
             if not got:
                 continue
+            with self._lock:
+                self.received |= {m["Body"] for m in got}
+                for message in got:
+                    self._note_order(message["Body"])
             sqs.delete_message_batch(QueueUrl=self._url, Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
             with self._lock:
-                self.received |= {m["Body"] for m in got}
                 self.last_delete = time.monotonic()
+
+    def _body(self, producer: int, producers: int, number: int) -> str:
+        """A message body: `p<producer>-<n>`; FIFO: `g<group>-<n>`, n counting within
+        the group (the producer owns the groups g with g % producers == producer)."""
+        if not self._groups:
+            return f"p{producer}-{number}"
+        mine = [g for g in range(self._groups) if g % producers == producer]
+        return f"g{mine[number % len(mine)]}-{number // len(mine)}"
+
+    def _group_of(self, body: str) -> dict[str, str]:
+        return {"MessageGroupId": body.split("-")[0]} if self._groups else {}
+
+    def _note_order(self, body: str) -> None:
+        if not self._groups:
+            return
+        group, number = body.split("-")
+        if int(number) < self._last_of_group.get(group, -1):
+            self.out_of_order += 1
+        self._last_of_group[group] = max(int(number), self._last_of_group.get(group, -1))
 
     def stop_producing(self) -> None:
         self._stop.set()
@@ -141,7 +178,7 @@ def _watch(read: Callable[[], int], started: float, seen: list[tuple[float, int]
 
 
 def run(target: float, interval_s: float, cooldown_s: float, checks: int,
-        quick: bool) -> Figures:
+        quick: bool) -> list[Figures]:
     """Drive the ramp on a fresh local server; the figures."""
     env = {"DMQ_AUTOSCALE": "on", "DMQ_SHARD_TARGET_RATE": str(target),
            "DMQ_AUTOSCALE_INTERVAL_S": str(interval_s),
@@ -156,51 +193,82 @@ def run(target: float, interval_s: float, cooldown_s: float, checks: int,
             server.stop()
 
 
+@dataclass
+class Subject:
+    """One queue under the ramp: its load and the shard counts seen."""
+
+    kind: str  # "standard" or "FIFO"
+    url: str
+    load: Load
+    timeline: Timeline
+
+
 def _drive(endpoint: str, target: float, interval_s: float, cooldown_s: float,
-           quick: bool) -> Figures:
+           quick: bool) -> list[Figures]:
     sqs = sqs_client(endpoint)
-    url = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
+    standard = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
+    fifo = sqs.create_queue(QueueName=FIFO_QUEUE, Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    subjects = [Subject("standard", standard, Load(standard, endpoint), Timeline([], {})),
+                Subject("FIFO", fifo, Load(fifo, endpoint, groups=FIFO_GROUPS),
+                        Timeline([], {}))]
 
-    def shards() -> int:
-        found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqShardCount"])
-        return int(found["Attributes"]["DmqShardCount"])
+    def shards_of(url: str) -> Callable[[], int]:
+        def read() -> int:
+            found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqShardCount"])
+            return int(found["Attributes"]["DmqShardCount"])
+        return read
 
-    load = Load(url, endpoint)
-    timeline = Timeline([], {})
     started = time.monotonic()
     stop_watch = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(shards, started, timeline.seen,
-                                                    stop_watch), daemon=True)
-    watcher.start()
-    load.start()
+    watchers = [threading.Thread(target=_watch, args=(shards_of(s.url), started,
+                                                      s.timeline.seen, stop_watch),
+                                 daemon=True) for s in subjects]
+    for thread in watchers:
+        thread.start()
+    for subject in subjects:
+        subject.load.start()
     try:
-        for phase in phases(quick):
-            timeline.began[phase.name] = time.monotonic() - started
-            for i in range(phase.intervals):
-                wobble = (1.2 if i % 2 == 0 else 0.8) if phase.wobble else 1.0
-                load.rate = target * phase.factor * wobble
-                time.sleep(interval_s)
-        load.rate = 0
+        _ramp(subjects, target, interval_s, started, quick)
         stopped = time.monotonic() - started
-        timeline.began["stopped"] = stopped
         deadline = time.monotonic() + cooldown_s + 6 * interval_s
-        while time.monotonic() < deadline and shards() > 1:
+        while time.monotonic() < deadline and any(shards_of(s.url)() > 1 for s in subjects):
             time.sleep(0.5)
-        time.sleep(2 * interval_s)  # the consumers empty the queue
+        time.sleep(2 * interval_s)  # the consumers empty the queues
         # The load stopped when its last message was deleted: the consumers drain what
         # the producers left, and their deletes are the queue's load as much as sends.
-        timeline.began["quiet"] = max(stopped, load.last_delete - started)
+        for subject in subjects:
+            subject.timeline.began["stopped"] = stopped
+            subject.timeline.began["quiet"] = max(stopped, subject.load.last_delete - started)
     finally:
         stop_watch.set()
-        watcher.join(timeout=5)
-        load.stop()
-    return _figures(timeline, target, interval_s, cooldown_s, load)
+        for thread in watchers:
+            thread.join(timeout=5)
+        for subject in subjects:
+            subject.load.stop()
+    return [_figures(s, target, interval_s, cooldown_s) for s in subjects]
+
+
+def _ramp(subjects: list[Subject], target: float, interval_s: float, started: float,
+          quick: bool) -> None:
+    """The phases, the same load on every queue at once; then no load."""
+    for phase in phases(quick):
+        for subject in subjects:
+            subject.timeline.began[phase.name] = time.monotonic() - started
+        for i in range(phase.intervals):
+            wobble = (1.2 if i % 2 == 0 else 0.8) if phase.wobble else 1.0
+            for subject in subjects:
+                subject.load.rate = target * phase.factor * wobble
+            time.sleep(interval_s)
+    for subject in subjects:
+        subject.load.rate = 0
 
 
 @dataclass(frozen=True)
 class Figures:
-    """What one run measured."""
+    """What one run measured, for one queue."""
 
+    kind: str
     target: float
     interval_s: float
     cooldown_s: float
@@ -213,22 +281,24 @@ class Figures:
     drain_s: float  # from the producers' stop to the last delete
     sent: int
     lost: int
+    out_of_order: int
     timeline: list[tuple[float, int]]
 
 
-def _figures(timeline: Timeline, target: float, interval_s: float, cooldown_s: float,
-             load: Load) -> Figures:
+def _figures(subject: Subject, target: float, interval_s: float,
+             cooldown_s: float) -> Figures:
+    timeline, load = subject.timeline, subject.load
     right = 5
     plateau = timeline.began["plateau 5x"]
     stopped, quiet = timeline.began["stopped"], timeline.began["quiet"]
     reached = timeline.first_at(right, plateau, at_least=True)
     back = timeline.first_at(1, quiet)
-    return Figures(target, interval_s, cooldown_s, right, math.ceil(5.0 / HEADROOM),
-                   max((n for _, n in timeline.seen), default=0),
+    return Figures(subject.kind, target, interval_s, cooldown_s, right,
+                   math.ceil(5.0 / HEADROOM), max((n for _, n in timeline.seen), default=0),
                    None if reached is None else (reached - plateau) / interval_s,
                    timeline.changes(timeline.began["steady 5x +-20%"], stopped),
                    None if back is None else back - quiet, quiet - stopped,
-                   len(load.sent), load.lost(), _compress(timeline.seen))
+                   len(load.sent), load.lost(), load.out_of_order, _compress(timeline.seen))
 
 
 def _compress(seen: list[tuple[float, int]]) -> list[tuple[float, int]]:
@@ -245,12 +315,12 @@ def _verdict(ok: bool) -> str:
 
 
 def report(f: Figures) -> str:
-    """The figures as the README records them."""
+    """The figures as docs/benchmarks.md records them."""
     limit_back = f.cooldown_s + 3 * f.interval_s
     reached = f.plateau_to_right_intervals
     back = f.stop_to_one_shard_s
     lines = [
-        f"Autoscaling, standard queue: target {f.target:g} msg/s per shard, check every "
+        f"Autoscaling, {f.kind} queue: target {f.target:g} msg/s per shard, check every "
         f"{f.interval_s:g} s, cool-down {f.cooldown_s:g} s",
         f"  shard count over time (s, shards): {f.timeline}",
         f"  right count at 5x: {f.right_shards} to {f.most_shards}; {f.right_shards} reached "
@@ -265,8 +335,10 @@ def report(f: Figures) -> str:
         + ("never" if back is None else f"{back:.1f} s ({_verdict(back <= limit_back)}: "
            f"within the cool-down plus 3 intervals, {limit_back:.0f} s)"),
         f"  messages sent {f.sent}, lost {f.lost} ({_verdict(f.lost == 0)})",
-        "  FIFO queues: not scaled (they keep the shards they were created with)",
     ]
+    if f.kind == "FIFO":
+        lines.append(f"  out of their group's order: {f.out_of_order} "
+                     f"({_verdict(f.out_of_order == 0)})")
     return "\n".join(lines)
 
 
@@ -281,8 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checks", type=int, default=2, help="checks in a row to split")
     parser.add_argument("--quick", action="store_true", help="shorter phases")
     args = parser.parse_args(argv)
-    figures = run(args.target, args.interval, args.cooldown, args.checks, args.quick)
-    print(report(figures), flush=True)
+    for figures in run(args.target, args.interval, args.cooldown, args.checks, args.quick):
+        print(report(figures), flush=True)
     return 0
 
 

@@ -253,7 +253,8 @@ class Runtime:
         # A client region (not in DMQ_REGIONS) is a namespace that replicates nowhere.
         regions = settings.all_regions if region in settings.all_regions else (region,)
         queues = QueueService(repo, messages, self._clock, clusters.place, regions,
-                              settings.account_max_queues)
+                              settings.account_max_queues,
+                              round(settings.metadata_cache_seconds * 1000) + 1000)
         holder.append(queues)
         move_tasks = MoveTaskService(
             queues, messages, stores, MoveTaskRepository(clients.dynamodb, settings.control_table),

@@ -42,6 +42,9 @@ class ScheduleBinding:
     # `period_s`), and at the next tick after a request reaches the server.
     idle_period_s: float | None = None
     busy: Callable[[], bool] | None = None
+    # When the handler asks to run again sooner than its period (epoch seconds; None:
+    # at its period), read after each run.
+    next_due: Callable[[], float | None] | None = None
 
 
 def _resolve(handler_string: str) -> LambdaHandler:
@@ -101,7 +104,9 @@ def schedule_bindings(app: Chalice) -> list[ScheduleBinding]:
 
 def local_schedule_bindings(app: Chalice, failover_after_s: float, scale: float = 1.0,
                             moves_busy: Callable[[], bool] | None = None,
-                            autoscale_s: float | None = None) -> list[ScheduleBinding]:
+                            autoscale_s: float | None = None,
+                            autoscale_due: Callable[[], float | None] | None = None,
+                            ) -> list[ScheduleBinding]:
     """The schedule handlers the local scheduler runs: the heartbeat and failover pass
     runs at least HEARTBEATS_PER_FAILOVER times per failover time (the scheduler scales
     periods by `scale`), so a region marked down is replaced about one failover time
@@ -111,13 +116,15 @@ def local_schedule_bindings(app: Chalice, failover_after_s: float, scale: float 
     minute's run steps the tasks for `DMQ_MOVE_TASK_RUN_S`). With `moves_busy` (whether
     the last pass found a task running, or this server started one since), it runs every
     MOVE_TASKS_IDLE_S while none does, and within a second of a request that started one.
-    The shard autoscaler runs every `autoscale_s` (DMQ_AUTOSCALE_INTERVAL_S), when given."""
+    The shard autoscaler runs every `autoscale_s` (DMQ_AUTOSCALE_INTERVAL_S), when given,
+    and also when `autoscale_due` says a merge falls due."""
     beat_s = failover_after_s / HEARTBEATS_PER_FAILOVER / (scale or 1.0)
     moves_s = MOVE_TASKS_PERIOD_S / (scale or 1.0)
     idle_s = MOVE_TASKS_IDLE_S / (scale or 1.0) if moves_busy is not None else None
     scale_s = (autoscale_s or 0) / (scale or 1.0)
     return [replace(b, period_s=min(b.period_s, beat_s)) if b.name == HEARTBEAT_SCHEDULE
-            else replace(b, period_s=scale_s) if b.name == AUTOSCALE_SCHEDULE and scale_s
+            else replace(b, period_s=scale_s, next_due=autoscale_due)
+            if b.name == AUTOSCALE_SCHEDULE and scale_s
             else replace(b, period_s=min(b.period_s, moves_s), idle_period_s=idle_s,
                          busy=moves_busy) if b.name == MOVE_TASKS_SCHEDULE
             else b for b in schedule_bindings(app)]

@@ -150,7 +150,7 @@ class LocalDmq:
         self.scheduler = Scheduler(
             local_schedule_bindings(self._app, settings.failover_after_s,
                                     self.options.schedule_scale, self._moves_busy,
-                                    settings.autoscale.interval_s),
+                                    settings.autoscale.interval_s, self._autoscale_due),
             self.options.schedule_scale)
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)
@@ -220,6 +220,19 @@ class LocalDmq:
     def _moves_busy(self) -> bool:
         """Whether the last move task pass of a region found a task running."""
         return any(self._moves_seen(r) for r in self.options.settings.all_regions)
+
+    def _autoscale_due(self) -> float | None:
+        """When an autoscaler's last check saw a merge falling due (epoch seconds)."""
+        due = [d for r in self.options.settings.all_regions
+               if (d := self._autoscale_due_in(r)) is not None]
+        return min(due) / 1000 if due else None
+
+    def _autoscale_due_in(self, region: str) -> int | None:
+        try:
+            autoscaler = self._runtime.services_for(region).autoscaler
+        except Exception:  # noqa: BLE001 - a region marked down scales nothing here
+            return None
+        return autoscaler.next_due_ms if autoscaler is not None else None
 
     def _moves_seen(self, region: str) -> bool:
         try:

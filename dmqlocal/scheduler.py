@@ -82,4 +82,13 @@ class Scheduler:
                                             now + binding.period_s * self._scale)
                 if now >= due[binding.name]:
                     self._invoke(binding)
-                    due[binding.name] = now + self._period(binding)
+                    due[binding.name] = self._next(binding, now)
+
+    def _next(self, binding: ScheduleBinding, now: float) -> float:
+        """When a binding that just ran runs again: at its period, or sooner when it
+        asks to (`next_due`, epoch seconds)."""
+        due = now + self._period(binding)
+        asked = binding.next_due() if binding.next_due is not None else None
+        if asked is not None:
+            due = min(due, now + max(0.0, asked - time.time()))
+        return due

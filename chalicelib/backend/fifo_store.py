@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend import items
@@ -66,6 +66,20 @@ class FifoEntry:
 
 
 @dataclass(frozen=True)
+class SendLayout:
+    """Where a send's side items go once a queue was resharded: each message's dedup
+    partition (`dedup_shards`, by the message's index; none: its own shard's), and the
+    counters of shards made by the resharding (`seeds`: shard id -> when it opened)."""
+
+    dedup_shards: Sequence[int] = ()
+    seeds: Mapping[int, int] = field(default_factory=dict)
+
+    def dedup_shard(self, index: int, shard: int) -> int:
+        """The shard partition of message `index`'s dedup item."""
+        return self.dedup_shards[index] if self.dedup_shards else shard
+
+
+@dataclass(frozen=True)
 class SendOutcome:
     """What a send stored: the message as stored, or the original of a duplicate."""
 
@@ -88,7 +102,7 @@ class FifoStore:
         self._base = base
         self._db: DynamoDBClient = base.client
         self.table = base.table
-        self._blocks: dict[tuple[str, int], tuple[int, int]] = {}
+        self._blocks: dict[tuple[str, int, int], tuple[int, int]] = {}
         self._lock = threading.Lock()
 
     # -- keys ---------------------------------------------------------------------------
@@ -103,30 +117,42 @@ class FifoStore:
             return items.partition_key(queue_id, shard)
         return f"{queue_id}#dedup"
 
+    def is_empty(self, queue_id: str, shard: int) -> bool:
+        """True when the shard holds no message (no group item is left in the index)."""
+        return self._base.is_empty(queue_id, shard)
+
     # -- send ---------------------------------------------------------------------------
-    def reserve(self, queue_id: str, shard: int, count: int) -> int:
+    def reserve(self, queue_id: str, shard: int, count: int, seed_ms: int = 0) -> int:
         """`count` sequence numbers of a shard; returns the first.
 
-        This process takes them from a block it reserved with one atomic ADD of the
+        This process takes them from a block it reserved with one atomic update of the
         shard's counter (BLOCK numbers, or more for a larger request), so most batches
         reserve nothing. Numbers from two processes' blocks can interleave in time; the
         group item's `last` condition on each send catches that, and `forget_blocks`
         makes the retry reserve afresh (numbers above every earlier one).
+
+        A shard made by a resharding (`seed_ms`: when it opened) counts in a counter of
+        its own that starts at that time in microseconds, above every number its parents
+        gave (they took fewer than a million messages a second), so that a group's
+        numbers keep increasing across the resharding.
         """
-        key = (queue_id, shard)
+        key = (queue_id, shard, seed_ms)
         with self._lock:
             start, end = self._blocks.get(key, (0, -1))
             if end - start + 1 >= count:
                 self._blocks[key] = (start + count, end)
                 return start
         size = max(count, BLOCK)
+        counter = fifo.SEQUENCE_KEY + (str(seed_ms) if seed_ms else "")
+        update: dict[str, Any] = {"UpdateExpression": "ADD n :k",
+                                  "ExpressionAttributeValues": {":k": _n(size)}}
+        if seed_ms:
+            update = {"UpdateExpression": "SET n = if_not_exists(n, :seed) + :k",
+                      "ExpressionAttributeValues": {":k": _n(size), ":seed": _n(seed_ms * 1000)}}
         with translate_errors():
             result = self._db.update_item(
-                TableName=self.table, Key=self._key(items.partition_key(queue_id, shard),
-                                                    fifo.SEQUENCE_KEY),
-                UpdateExpression="ADD n :k", ExpressionAttributeValues={":k": _n(size)},
-                ReturnValues="UPDATED_NEW",
-            )
+                TableName=self.table, Key=self._key(items.partition_key(queue_id, shard), counter),
+                ReturnValues="UPDATED_NEW", **update)
         last = int(result["Attributes"]["n"]["N"])
         first = last - size + 1
         with self._lock:
@@ -137,26 +163,29 @@ class FifoStore:
         """Drop this process's reserved numbers of these shards (another process sent
         higher numbers to a group meanwhile)."""
         with self._lock:
-            for shard in shards:
-                self._blocks.pop((queue_id, shard), None)
+            for key in [k for k in self._blocks if k[0] == queue_id and k[1] in shards]:
+                del self._blocks[key]
 
     def send(
         self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]], now_ms: int,
-        generation: int = 0,
+        generation: int = 0, layout: SendLayout | None = None,
     ) -> list[SendOutcome]:
         """Store messages (each with its shard, group and dedup id) in order.
 
         A message whose dedup id is live (sent within 5 minutes, even if deleted since)
         is not stored: the outcome is the original's id and sequence number. Duplicates
-        inside the batch resolve to the first of them.
+        inside the batch resolve to the first of them. `layout` names the partitions of
+        the messages' dedup items and the shards' counters, once a queue was resharded.
         """
+        layout = layout or SendLayout()
+        dkeys = [(self.dedup_pk(queue_id, layout.dedup_shard(i, shard), scope),
+                  fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "",
+                                 generation))
+                 for i, (shard, message) in enumerate(placed)]
         outcomes: dict[int, SendOutcome] = {}
         first_of: dict[tuple[str, str], int] = {}
         pending: list[int] = []
-        for index, (shard, message) in enumerate(placed):
-            dkey = (self.dedup_pk(queue_id, shard, scope),
-                    fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "",
-                                  generation))
+        for index, dkey in enumerate(dkeys):
             if dkey in first_of:
                 continue
             first_of[dkey] = index
@@ -165,16 +194,13 @@ class FifoStore:
             if not pending:
                 break
             pending = self._send_round(queue_id, scope, placed, pending, outcomes, now_ms,
-                                       generation)
+                                       generation, layout)
         if pending:
             raise StoreUnavailableError("FIFO sends kept conflicting")
-        for index, (shard, message) in enumerate(placed):
+        for index, (_, message) in enumerate(placed):
             if index in outcomes:
                 continue
-            dkey = (self.dedup_pk(queue_id, shard, scope),
-                    fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "",
-                                  generation))
-            original = outcomes[first_of[dkey]].message
+            original = outcomes[first_of[dkeys[index]]].message
             outcomes[index] = SendOutcome(message.with_changes(
                 message_id=original.message_id, sequence_number=original.sequence_number),
                 True)
@@ -183,9 +209,11 @@ class FifoStore:
     def _send_round(
         self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]],
         pending: list[int], outcomes: dict[int, SendOutcome], now_ms: int, generation: int,
+        layout: SendLayout,
     ) -> list[int]:
         per_shard = Counter(placed[i][0] for i in pending)
-        next_number = {s: self.reserve(queue_id, s, n) for s, n in per_shard.items()}
+        next_number = {s: self.reserve(queue_id, s, n, layout.seeds.get(s, 0))
+                       for s, n in per_shard.items()}
         numbered: list[tuple[int, int, Message]] = []
         for index in pending:
             shard, message = placed[index]
@@ -195,7 +223,8 @@ class FifoStore:
         ops: list[dict[str, Any]] = []
         owners: list[int | None] = []
         for index, shard, message in numbered:
-            ops.append(self._dedup_put(queue_id, scope, shard, message, now_ms, generation))
+            ops.append(self._dedup_put(queue_id, scope, layout.dedup_shard(index, shard),
+                                       message, now_ms, generation))
             owners.append(index)
             ops.append({"Put": {"TableName": self.table,
                                 "Item": self._message_item(queue_id, shard, message)}})
@@ -434,13 +463,13 @@ class FifoStore:
 
     def move(
         self, queue_id: str, group: GroupState, entry: FifoEntry, target_queue_id: str,
-        target_shard: int, moved: Message,
+        target_shard: int, moved: Message, target_seed_ms: int = 0,
     ) -> bool:
         """Move the head message of an unheld group to a FIFO dead-letter queue: delete it
         here and append it to its group in the target, one transaction. The target keeps
         the message id, group and dedup id; it takes the target shard's next number."""
         pk = items.partition_key(queue_id, group.shard)
-        number = self.reserve(target_queue_id, target_shard, 1)
+        number = self.reserve(target_queue_id, target_shard, 1, target_seed_ms)
         sequence = fifo.sequence_number(number, target_shard)
         copy = moved.with_changes(sequence_number=sequence)
         ops: list[dict[str, Any]] = [

@@ -50,10 +50,13 @@ def slot_terms(inserted: int, removed: int, now_ms: int) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class ShardLoad:
-    """Messages per second into and out of a shard over a window."""
+    """Messages per second into and out of a shard over a window, and slot by slot
+    (`slots`: (in, out) per second of each, oldest first, from slot `first_slot`)."""
 
     in_per_s: float = 0.0
     out_per_s: float = 0.0
+    slots: tuple[tuple[float, float], ...] = ()
+    first_slot: int = 0
 
     @property
     def busiest(self) -> float:
@@ -61,7 +64,22 @@ class ShardLoad:
         return max(self.in_per_s, self.out_per_s)
 
     def __add__(self, other: ShardLoad) -> ShardLoad:
-        return ShardLoad(self.in_per_s + other.in_per_s, self.out_per_s + other.out_per_s)
+        slots = self.slots or other.slots
+        if self.slots and other.slots:
+            slots = tuple((a[0] + b[0], a[1] + b[1])
+                          for a, b in zip(self.slots, other.slots, strict=True))
+        return ShardLoad(self.in_per_s + other.in_per_s, self.out_per_s + other.out_per_s,
+                         slots, self.first_slot or other.first_slot)
+
+    def quiet_since_ms(self, threshold: float) -> int | None:
+        """When the trailing run of slots whose busier rate is under `threshold` began
+        (None when the newest slot is not under it)."""
+        start = None
+        for offset in range(len(self.slots) - 1, -1, -1):
+            if max(self.slots[offset]) >= threshold:
+                break
+            start = (self.first_slot + offset) * SLOT_MS
+        return start
 
 
 def window_start(now_ms: int, window_ms: int) -> int:
@@ -81,11 +99,13 @@ def _window(now_ms: int, window_ms: int) -> tuple[int, int]:
 def load_of(item: Mapping[str, Any] | None, now_ms: int, window_ms: int) -> ShardLoad:
     """The rates of a count item over the window `_window` reads."""
     first, current = _window(now_ms, window_ms)
-    slots = current - first
-    totals = {IN: 0, OUT: 0}
+    per_slot = {IN: [0] * (current - first), OUT: [0] * (current - first)}
     for name, value in (item or {}).items():
         slot = slot_of(name)
         if slot is not None and first <= slot < current:
-            totals[name[0]] += int(value["N"])
-    seconds = slots * SLOT_MS / 1000
-    return ShardLoad(totals[IN] / seconds, totals[OUT] / seconds)
+            per_slot[name[0]][slot - first] += int(value["N"])
+    seconds = (current - first) * SLOT_MS / 1000
+    slot_s = SLOT_MS / 1000
+    return ShardLoad(sum(per_slot[IN]) / seconds, sum(per_slot[OUT]) / seconds,
+                     tuple((i / slot_s, o / slot_s)
+                           for i, o in zip(per_slot[IN], per_slot[OUT], strict=True)), first)

@@ -7,8 +7,12 @@ The rules follow systems that scale partitions under live traffic:
   `headroom` of the target (the Kinesis scaling utility scales up at 80%), so the load
   after it is not at the edge again;
 - merge only after every shard has stayed under `low_fraction` of the target for a
-  whole cool-down (a long cool-off after scaling down), then one halving a check while
-  the load stays low; a queue never has fewer shards than its load needs at headroom.
+  whole cool-down (a long cool-off after scaling down), then one halving an interval
+  while the load stays low; a queue never has fewer shards than its load needs at
+  headroom. The quiet time starts with the first quiet slot of the load after the last
+  busy one (`quiet_since_ms`), not with the check that first saw it, and the local timer
+  checks again the moment a merge falls due (`next_due_ms`), so a queue is back to one
+  shard within the cool-down and one interval per halving.
 
 The load per shard is the queue's busier rate (messages in or out per second) over its
 active shards: sends spread evenly over a standard queue's shards, and a spread over
@@ -71,28 +75,41 @@ class Decision:
 
 
 def decide(policy: ScalePolicy, active: int, rate: float, state: ScaleState,
-           now_ms: int, window_start_ms: int | None = None) -> Decision:
+           now_ms: int, window_start_ms: int | None = None,
+           quiet_since_ms: int | None = None) -> Decision:
     """The shard count for a queue with `active` shards carrying `rate` messages/s over
-    a window that began at `window_start_ms` (default: `window_ms` before now)."""
+    a window that began at `window_start_ms` (default: `window_ms` before now), quiet
+    since `quiet_since_ms` when known (default: the window's start)."""
     if window_start_ms is None:
         window_start_ms = now_ms - policy.window_ms
+    if quiet_since_ms is None:
+        quiet_since_ms = window_start_ms
     if state.pinned or not policy.enabled:
         return Decision(active, state)
     per_shard = rate / max(active, 1)
     if per_shard > policy.target_rate:
         state = replace(state, above=state.above + 1, below_since_ms=None)
     elif per_shard < policy.target_rate * policy.low_fraction:
-        # The whole window was quiet: the queue has been since its start, at least.
+        # The queue has been quiet since its last busy slot ended, at least.
         state = replace(state, above=0, below_since_ms=(
-            window_start_ms if state.below_since_ms is None else state.below_since_ms))
+            quiet_since_ms if state.below_since_ms is None else state.below_since_ms))
     else:
         state = replace(state, above=0, below_since_ms=None)
     if state.above >= policy.checks and active < MAX_SHARDS:
         wanted = min(2 * active, MAX_SHARDS, max(active + 1, policy.needed(rate)))
         return Decision(wanted, replace(state, above=0, changed_ms=now_ms))
-    low_for = now_ms - state.below_since_ms if state.below_since_ms is not None else -1
-    if active > 1 and low_for >= policy.cooldown_s * 1000:
+    due = next_due_ms(policy, active, state)
+    if due is not None and now_ms >= due:
         wanted = max(math.ceil(active / 2), policy.needed(rate))
         if wanted < active:
             return Decision(wanted, replace(state, changed_ms=now_ms))
     return Decision(active, state)
+
+
+def next_due_ms(policy: ScalePolicy, active: int, state: ScaleState) -> int | None:
+    """When the queue may next merge, if it stays quiet: the cool-down after its quiet
+    time began, and an interval after its last change (None: no merge is in sight)."""
+    if state.pinned or not policy.enabled or active <= 1 or state.below_since_ms is None:
+        return None
+    return max(state.below_since_ms + round(policy.cooldown_s * 1000),
+               state.changed_ms + round(policy.interval_s * 1000))

@@ -100,8 +100,13 @@ def parse_claim_token(token: str) -> tuple[int, str]:
     return int(parts[1]), parts[2]
 
 
-def shard_slot(group: str, shard_count: int) -> int:
-    """Which of `shard_count` shards a group lives in: a stable hash (never Python's
-    `hash`, which changes between processes)."""
+def group_hash(group: str) -> int:
+    """A group's stable 64-bit hash (never Python's `hash`, which changes between
+    processes): what places the group in a shard."""
     digest = hashlib.sha256(group.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % shard_count
+    return int.from_bytes(digest[:8], "big")
+
+
+def shard_slot(group: str, shard_count: int) -> int:
+    """Which of `shard_count` shards a group lives in, in a queue's original layout."""
+    return group_hash(group) % shard_count

@@ -39,29 +39,52 @@ class Shard:
     """One partition key of a queue: `<queue id>#<id>` in its cluster's messages table.
 
     A draining shard takes no new messages; receives still read it until it is empty and
-    the internal cluster manager forgets it.
+    the internal cluster manager forgets it. A FIFO queue's shard also owns a range of
+    the group hash (`chalicelib.domain.fifo_ranges`): the groups whose hash is `rem`
+    modulo `mod` (0 and 0: the original layout, a slot of the shard count). A FIFO
+    shard made by a split or a merge takes sends from `opens_at_ms`, when its `parents`
+    stop taking them, and delivers only once they are empty.
     """
 
     id: int
     cluster: str = DEFAULT_CLUSTER
     draining_since_ms: int = 0
+    rem: int = 0
+    mod: int = 0
+    base: int = 0  # the shard count the FIFO queue was created with (its dedup slots)
+    parents: tuple[int, ...] = ()
+    opens_at_ms: int = 0
 
     @property
     def draining(self) -> bool:
-        """True once the shard was scaled in."""
+        """True once the shard was scaled in (a FIFO shard: from `draining_since_ms` on,
+        which a resharding sets a moment ahead)."""
         return self.draining_since_ms > 0
 
     def to_json(self) -> dict[str, object]:
         """The shard as the metadata table and the admin view show it."""
+        ranged: dict[str, object] = {}
+        if self.mod:
+            ranged = {"rem": self.rem, "mod": self.mod, "base": self.base}
+        if self.parents:
+            ranged["parents"] = list(self.parents)
+        if self.opens_at_ms:
+            ranged["opens_at_ms"] = self.opens_at_ms
         return {"id": self.id, "cluster": self.cluster,
                 "state": "draining" if self.draining else "active",
-                **({"draining_since_ms": self.draining_since_ms} if self.draining else {})}
+                **({"draining_since_ms": self.draining_since_ms} if self.draining else {}),
+                **ranged}
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Shard:
         """Parse what `to_json` wrote."""
+        parents = data.get("parents", [])
         return cls(int(str(data["id"])), str(data.get("cluster", DEFAULT_CLUSTER)),
-                   int(str(data.get("draining_since_ms", 0))))
+                   int(str(data.get("draining_since_ms", 0))),
+                   int(str(data.get("rem", 0))), int(str(data.get("mod", 0))),
+                   int(str(data.get("base", 0))),
+                   tuple(int(str(p)) for p in parents) if isinstance(parents, list) else (),
+                   int(str(data.get("opens_at_ms", 0))))
 
 
 def shards_to_text(shards: tuple[Shard, ...]) -> str:

@@ -7,9 +7,11 @@ stream handler keeps per shard (`chalicelib.backend.shard_load`); the state betw
 checks lives in the control table (`chalicelib.metadata.autoscale_states`).
 
 A split or a merge is the same shard change an admin makes (`QueueService.set_shard_count`):
-new shards take sends at once; merged-away shards drain (receives keep reading them)
-before they are forgotten. Standard queues only: a FIFO queue's groups are placed by a
-hash over its shard count, and moving them with their order is not built.
+a standard queue's new shards take sends at once, and merged-away shards drain (receives
+keep reading them) before they are forgotten. A FIFO queue's shards split and merge
+ranges of the group hash: the new shards take sends from a switch a moment ahead, and
+deliver once the old ones are drained, so every group keeps its order
+(`chalicelib.domain.fifo_ranges`).
 """
 
 from __future__ import annotations
@@ -21,10 +23,9 @@ from dataclasses import dataclass
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.shard_load import ShardLoad, window_start
 from chalicelib.clock import Clock
-from chalicelib.domain.autoscale import ScalePolicy, decide
+from chalicelib.domain.autoscale import ScalePolicy, decide, next_due_ms
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.metadata.autoscale_states import AutoscaleStates
-from chalicelib.service.fifo import is_fifo
 from chalicelib.service.queues import QueueService
 
 logger = logging.getLogger("dmq.autoscale")
@@ -53,32 +54,46 @@ class Autoscaler:
         self.policy = policy
         self._clock = clock
         self._on_event = on_event
+        # When the last check saw a merge falling due (epoch ms): the local timer checks
+        # again then, so a quiet queue merges on time, not at the next interval's tick.
+        self.next_due_ms: int | None = None
 
     def check(self, region: str) -> list[ScaleEvent]:
         """One pass: the splits and merges it made. Its reads are one scan of the queues,
         one BatchGetItem of their states and one of their loads (per hundred of each)."""
+        self.next_due_ms = None
         if not self.policy.enabled:
             return []
-        queues = [q for q in self._queues.all_queues() if q.home == region and not is_fifo(q)]
+        queues = [q for q in self._queues.all_queues() if q.home == region]
         if not queues:
             return []
         states = self._states.get_many([q.queue_id for q in queues])
         now = self._clock.now_ms()
-        rates = self.rates(queues, now)
+        loads = self.loads(queues, now)
         events = []
+        due: list[int] = []
         for queue in queues:
-            state = states[queue.queue_id]
-            decision = decide(self.policy, queue.shard_count, rates[queue.queue_id], state,
-                              now, window_start(now, self.policy.window_ms))
+            state, load = states[queue.queue_id], loads[queue.queue_id]
+            low = self.policy.target_rate * self.policy.low_fraction * queue.shard_count
+            decision = decide(self.policy, queue.shard_count, load.busiest, state, now,
+                              window_start(now, self.policy.window_ms), load.quiet_since_ms(low))
+            active = queue.shard_count
             if decision.shards != queue.shard_count:
-                events.append(self._scale(queue, decision.shards, rates[queue.queue_id]))
+                event = self._scale(queue, decision.shards, load.busiest)
+                if event is not None:
+                    events.append(event)
+                    active = event.after
             if decision.state != state:
                 self._states.put(queue.queue_id, decision.state)
+            queue_due = next_due_ms(self.policy, active, decision.state)
+            if queue_due is not None:
+                due.append(queue_due)
+        self.next_due_ms = min(due, default=None)
         return events
 
-    def rates(self, queues: list[QueueRecord], now_ms: int) -> dict[str, float]:
-        """Each queue's busier rate over the policy's window (draining shards included:
-        their deletes are load too), read cluster by cluster for all the queues at once."""
+    def loads(self, queues: list[QueueRecord], now_ms: int) -> dict[str, ShardLoad]:
+        """Each queue's load over the policy's window (draining shards included: their
+        deletes are load too), read cluster by cluster for all the queues at once."""
         by_cluster: dict[str, list[tuple[str, int]]] = {}
         for queue in queues:
             for shard in queue.shards:
@@ -88,7 +103,7 @@ class Autoscaler:
             loads = self._stores.of(cluster).loads(pairs, now_ms, self.policy.window_ms)
             for (queue_id, _), load in loads.items():
                 totals[queue_id] = totals[queue_id] + load
-        return {queue_id: load.busiest for queue_id, load in totals.items()}
+        return totals
 
     def pin(self, queue: QueueRecord, pinned: bool) -> None:
         """An admin set the shard count (pinned), or handed it back."""
@@ -100,18 +115,22 @@ class Autoscaler:
 
     def mode(self, queue: QueueRecord) -> str:
         """How the queue's shard count is set: 'auto', 'pinned', or 'off' (autoscaling is
-        turned off, or the queue is FIFO)."""
-        if not self.policy.enabled or is_fifo(queue):
+        turned off)."""
+        if not self.policy.enabled:
             return "off"
         return "pinned" if self.pinned(queue) else "auto"
 
-    def _scale(self, queue: QueueRecord, shards: int, rate: float) -> ScaleEvent:
+    def _scale(self, queue: QueueRecord, shards: int, rate: float) -> ScaleEvent | None:
+        """Resize the queue; the event, or None when its shards could not go that way (a
+        FIFO queue created with an odd count merges its original shards only all at once)."""
         kind = "split" if shards > queue.shard_count else "merge"
         updated = self._queues.set_shard_count(queue, shards)
-        event = ScaleEvent(updated, kind, queue.shard_count, shards, rate)
+        if updated.shard_count == queue.shard_count:
+            return None
+        event = ScaleEvent(updated, kind, queue.shard_count, updated.shard_count, rate)
         logger.info("autoscale %s %s: %d -> %d shards at %.1f messages/s (target %.1f per "
-                    "shard)", kind, queue.queue_id, queue.shard_count, shards, rate,
-                    self.policy.target_rate)
+                    "shard)", kind, queue.queue_id, queue.shard_count, updated.shard_count,
+                    rate, self.policy.target_rate)
         if self._on_event is not None:
             self._on_event(event)
         return event

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from chalicelib import observability
-from chalicelib.backend.fifo_store import FifoEntry, FifoStore, GroupState
+from chalicelib.backend.fifo_store import FifoEntry, FifoStore, GroupState, SendLayout
 from chalicelib.clock import Clock
-from chalicelib.domain import fifo
+from chalicelib.domain import fifo, fifo_ranges
 from chalicelib.domain.exceptions import StoreError
 from chalicelib.domain.messages import Counts, Message, MessageRef, new_claim_token
 from chalicelib.domain.queues import QueueRecord, Shard
@@ -24,6 +24,7 @@ from chalicelib.service.exceptions import (
     MissingParameterError,
     SqsError,
 )
+from chalicelib.service.fifo_gate import DrainGate
 from chalicelib.service.receipts import ReceiptCodec
 
 logger = logging.getLogger(__name__)
@@ -39,11 +40,21 @@ def is_fifo(queue: QueueRecord) -> bool:
     return queue.attributes.get("FifoQueue") == "true"
 
 
-def shard_of_group(queue: QueueRecord, group: str) -> Shard:
-    """The shard a group lives in: a stable hash over the queue's shards, whose number a
-    FIFO queue never changes (so a group never moves and its order holds)."""
-    ordered = sorted(queue.shards, key=lambda s: s.id)
-    return ordered[fifo.shard_slot(group, len(ordered))]
+def shard_of_group(queue: QueueRecord, group: str, now_ms: int) -> Shard:
+    """The shard a group's new messages go to: the one whose range of the group hash
+    holds it and that takes sends now (`domain.fifo_ranges`)."""
+    return fifo_ranges.owner(queue.shards, group, now_ms)
+
+
+def send_layout(queue: QueueRecord, placed: Sequence[tuple[int, Message]]) -> SendLayout:
+    """Where the side items of a send go: nothing special for a queue never resharded;
+    once resharded, each group's dedup items stay in its original slot's partition and a
+    shard made by the resharding counts from when it opened."""
+    if not any(s.mod for s in queue.shards):
+        return SendLayout()
+    return SendLayout(
+        [fifo_ranges.dedup_slot(queue.shards, m.group_id or "") for _, m in placed],
+        {s.id: s.opens_at_ms for s in queue.shards if s.opens_at_ms})
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,8 @@ class FifoService:
         self._receipts = receipts
         self._clock = clock
         self._queue_by_arn = queue_by_arn
+        self._gate = DrainGate(
+            lambda queue_id, shard: self._store(shard.cluster).is_empty(queue_id, shard.id))
 
     def _store(self, cluster: str) -> FifoStore:
         return self._stores[cluster]
@@ -159,13 +172,14 @@ class FifoService:
         by_cluster: dict[str, list[int]] = {}
         placed: list[tuple[int, Message]] = []
         for index, message in enumerate(messages):
-            shard = shard_of_group(queue, message.group_id or "")
+            shard = shard_of_group(queue, message.group_id or "", now)
             by_cluster.setdefault(shard.cluster, []).append(index)
             placed.append((shard.id, message))
         result: dict[int, Message] = {}
         for cluster, indexes in by_cluster.items():
-            outcomes = self._store(cluster).send(
-                queue.queue_id, scope, [placed[i] for i in indexes], now, queue.created_ms)
+            mine = [placed[i] for i in indexes]
+            outcomes = self._store(cluster).send(queue.queue_id, scope, mine, now,
+                                                 queue.created_ms, send_layout(queue, mine))
             result.update({i: o.message for i, o in zip(indexes, outcomes, strict=True)})
         return [result[i] for i in range(len(messages))]
 
@@ -192,7 +206,11 @@ class FifoService:
         A store error after some messages were claimed ends the pass and returns them.
         """
         got: list[FifoReceived] = []
-        ring = sorted(queue.shards, key=lambda s: s.id)
+        now = self._clock.now_ms()
+        ring = [s for s in sorted(queue.shards, key=lambda s: s.id)
+                if self._gate.delivers(queue, s, now)]
+        if not ring:
+            return got
         offset = random.randrange(len(ring))
         attempt = (_attempt_key(queue, attempt_id), new_claim_token()) if attempt_id else None
         try:
@@ -284,27 +302,28 @@ class FifoService:
         if redrive and head.message.receive_count >= redrive.max_receive_count:
             target = self._queue_by_arn(redrive.dead_letter_target_arn)
             if target is None or not is_fifo(target) or not self._same_cluster(
-                    queue, group, target, head):
+                    queue, group, target, head, now):
                 return False  # nowhere to move it: it is received as usual
             return True if self._move(queue, store, group, head, target, now) else None
         return False
 
     @staticmethod
     def _same_cluster(queue: QueueRecord, group: GroupState, target: QueueRecord,
-                      head: FifoEntry) -> bool:
+                      head: FifoEntry, now: int) -> bool:
         """A move is one transaction in one messages table: the dead-letter queue's shard
         for the group must be in the source shard's cluster."""
         source = queue.shard(group.shard)
-        target_shard = shard_of_group(target, head.message.group_id or "")
+        target_shard = shard_of_group(target, head.message.group_id or "", now)
         return source is not None and source.cluster == target_shard.cluster
 
     def _move(self, queue: QueueRecord, store: FifoStore, group: GroupState, head: FifoEntry,
               target: QueueRecord, now: int) -> bool:
         """Move the head to the FIFO dead-letter queue, keeping id, group and dedup id."""
-        target_shard = shard_of_group(target, head.message.group_id or "")
+        target_shard = shard_of_group(target, head.message.group_id or "", now)
         retention = target.attribute_int("MessageRetentionPeriod") * 1000
         moved = head.message.moved_to_dead_letters(now, retention)
-        done = store.move(queue.queue_id, group, head, target.queue_id, target_shard.id, moved)
+        done = store.move(queue.queue_id, group, head, target.queue_id, target_shard.id, moved,
+                          target_shard.opens_at_ms)
         if done:
             observability.record_dead_letter_move(queue.account, queue.name)
         return done

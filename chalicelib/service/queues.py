@@ -36,7 +36,7 @@ from chalicelib.service.exceptions import (
 )
 from chalicelib.service.fifo import is_fifo
 from chalicelib.service.messages import MessageService
-from chalicelib.service.shards import resize, split
+from chalicelib.service.shards import SWITCH_MS, reshaped, resize, split
 from chalicelib.service.tags import check_tag_request, check_tags, check_untag_request
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -77,8 +77,11 @@ class QueueService:
     def __init__(
         self, repo: QueueRepository, messages: MessageService, clock: Clock,
         place: Placement = default_only,
-        regions: Sequence[str] = (), max_queues: int = 0,
+        regions: Sequence[str] = (), max_queues: int = 0, switch_ms: int = SWITCH_MS,
     ) -> None:
+        # A FIFO resharding's switch is this far ahead: longer than a front end keeps an
+        # older copy of the queue record (`domain.fifo_ranges`).
+        self._switch_ms = switch_ms
         self._regions = tuple(regions)
         self._max_queues = max_queues  # per account and region (0: no quota)
         self._repo = repo
@@ -268,8 +271,6 @@ class QueueService:
         attrs.check_cluster_kept(given, queue.placed_cluster)
         self._check_redrive(queue.account, queue.arn, given, fifo)
         sqs_given, count = _split_extensions(given)
-        if fifo and count is not None and count != queue.shard_count:
-            raise _fixed_shards()
         now = self._clock.now_ms()
 
         def changed(current: QueueRecord) -> QueueRecord:
@@ -277,8 +278,9 @@ class QueueService:
             if fifo:
                 attrs.check_fifo_combination(merged)
             shards = current.shards
-            if count is not None:
-                shards = resize(shards, count, self._new_shard_cluster(current), now)
+            if count is not None and count != current.shard_count:
+                shards = reshaped(current, count, self._new_shard_cluster(current), now,
+                                  self._switch_ms)
             return self._with_replication(current.with_changes(
                 attributes={k: v for k, v in merged.items() if v != ""},
                 modified_ms=now, shards=shards), given)
@@ -306,12 +308,12 @@ class QueueService:
 
     # -- shards (the internal cluster manager) -----------------------------------------
     def set_shard_count(self, queue: QueueRecord, count: int) -> QueueRecord:
-        """Scale a queue out or in; shards scaled in drain before they are forgotten."""
-        if is_fifo(queue) and count != queue.shard_count:
-            raise _fixed_shards()
+        """Scale a queue out or in; shards scaled in drain before they are forgotten (a
+        FIFO queue's split and merge hash ranges: `reshaped`)."""
         now = self._clock.now_ms()
         return self._update(queue, lambda q: q.with_changes(
-            shards=resize(q.shards, count, self._new_shard_cluster(q), now), modified_ms=now))
+            shards=reshaped(q, count, self._new_shard_cluster(q), now, self._switch_ms),
+            modified_ms=now))
 
     def split(self, queue: QueueRecord, cluster: str) -> QueueRecord:
         """Spread a hot queue onto another cluster: as many new shards there as it has."""
@@ -458,8 +460,9 @@ def _contended(queue_id: str) -> ServiceUnavailableError:
 
 def _fixed_shards() -> InvalidAttributeValueError:
     return InvalidAttributeValueError(
-        f"Invalid value for the parameter {attrs.SHARD_COUNT}. Reason: A FIFO queue keeps the "
-        "shards it was created with, so that each message group stays in one shard.")
+        f"Invalid value for the parameter {attrs.SHARD_COUNT}. Reason: A FIFO queue's shards "
+        "split and merge ranges of message groups in place (set its shard count); they are "
+        "not spread onto another cluster.")
 
 
 def _split_extensions(given: Mapping[str, str]) -> tuple[dict[str, str], int | None]:

@@ -10,11 +10,27 @@ late send lands in a shard nobody reads.
 from __future__ import annotations
 
 from chalicelib.backend.clusters import ClusterStores
+from chalicelib.domain import fifo_ranges
 from chalicelib.domain.autoscale import MAX_SHARDS
 from chalicelib.domain.queues import QueueRecord, Shard
+from chalicelib.service.fifo import is_fifo
 
-__all__ = ["DRAIN_GRACE_MS", "MAX_SHARDS", "drained", "resize", "split"]
+__all__ = ["DRAIN_GRACE_MS", "MAX_SHARDS", "SWITCH_MS", "drained", "reshaped", "resize", "split"]
 DRAIN_GRACE_MS = 60_000
+# A FIFO resharding's default switch delay: the metadata cache's 5 s, and a second more.
+SWITCH_MS = 6_000
+
+
+def reshaped(queue: QueueRecord, count: int, cluster: str, now_ms: int,
+             switch_ms: int = SWITCH_MS) -> tuple[Shard, ...]:
+    """The queue's shard map with `count` shards taking sends: a standard queue's now; a
+    FIFO queue's hash ranges split or merged, switching `switch_ms` from now (a merge
+    of an odd set of original shards may leave it above `count`)."""
+    if not 1 <= count <= MAX_SHARDS:
+        raise ValueError(f"a queue has 1 to {MAX_SHARDS} shards, not {count}")
+    if is_fifo(queue):
+        return fifo_ranges.resize(queue.shards, count, cluster, now_ms + switch_ms)
+    return resize(queue.shards, count, cluster, now_ms)
 
 
 def resize(shards: tuple[Shard, ...], count: int, cluster: str, now_ms: int) -> tuple[Shard, ...]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.fifo_store import FifoStore
+from chalicelib.backend.fifo_store import FifoStore, SendLayout
 from chalicelib.domain import fifo
 from chalicelib.domain.messages import Message, MessageRef
 from tests.contract.conftest import Store
@@ -85,3 +85,25 @@ def test_deleting_part_of_a_hold_keeps_the_group_held_until_the_rest_goes(
     assert fifo_store.delete(refs[1:], 3_000) == {}
     (released,) = fifo_store.ready_groups(QUEUE, 0, 3_000, 10)
     assert [e.message.body for e in fifo_store.head(QUEUE, 0, released.group, 10)] == ["m3"]
+
+
+def test_a_resharded_send_counts_from_its_shards_opening_and_dedups_in_the_groups_slot(
+        store: Store, tmp_path: Path) -> None:
+    fifo_store = _front_end(store, tmp_path)
+    # GIVEN a group's message in shard 0, its dedup item in shard 0's partition
+    old = fifo_store.send(QUEUE, "messageGroup", [(0, _message(1))], 1_000)[0].message
+    assert not fifo_store.is_empty(QUEUE, 0)
+    # WHEN the group's next message goes to shard 2, made by a resharding that opened at
+    # 5 s, its dedup item still kept in the group's original slot (shard 0's partition)
+    layout = SendLayout(dedup_shards=[0], seeds={2: 5_000})
+    new = fifo_store.send(QUEUE, "messageGroup", [(2, _message(2))], 6_000, 0, layout)[0]
+    # THEN its number is above the old shard's, from a counter of its own
+    assert not new.duplicate
+    assert int(new.message.sequence_number or "0") > int(old.sequence_number or "0")
+    assert int(new.message.sequence_number or "0") > int(fifo.sequence_number(5_000_000, 2))
+    assert fifo_store.is_empty(QUEUE, 1) and not fifo_store.is_empty(QUEUE, 2)
+    # AND the first message's dedup id, sent again the same way, is a duplicate
+    again = fifo_store.send(QUEUE, "messageGroup", [(2, _message(3, dedup="d1"))], 7_000, 0,
+                            layout)[0]
+    assert again.duplicate and again.message.message_id == old.message_id
+    assert [e.message.body for e in fifo_store.head(QUEUE, 2, "g", 10)] == ["m2"]

@@ -93,6 +93,10 @@ def test_each_shards_load_is_kept_from_the_stream(store: Store, tmp_path: Path) 
         store.messages, [(Q, 0), (Q, 1), (Q, 2)], now, 3 * SLOT_MS).items()}
     # THEN each shard's rates are its messages over the window's seconds
     seconds = 3 * SLOT_MS / 1000
-    assert loads[0] == ShardLoad(10 / seconds, 3 / seconds)
-    assert loads[1] == ShardLoad(4 / seconds, 0.0)
-    assert loads[2] == ShardLoad()
+    rates = {s: (load.in_per_s, load.out_per_s) for s, load in loads.items()}
+    assert rates == {0: (10 / seconds, 3 / seconds), 1: (4 / seconds, 0.0), 2: (0.0, 0.0)}
+    # AND slot by slot: all in one slot of the three, at its own rate
+    slot_s = SLOT_MS / 1000
+    assert sorted(loads[0].slots) == [(0.0, 0.0), (0.0, 0.0), (10 / slot_s, 3 / slot_s)]
+    assert loads[2].slots == ((0.0, 0.0),) * 3
+    assert ShardLoad().slots == ()

@@ -1,7 +1,8 @@
-"""GIVEN the local server (`make run`'s) with a fast autoscaler WHEN a standard queue gets
-more messages per second than one shard's target THEN the server's own timer splits it,
-`/metrics` and `dmq shards show` say so, and once the load stops the queue merges back to
-one shard, with every message delivered."""
+"""GIVEN the local server (`make run`'s) with a fast autoscaler WHEN a standard or a FIFO
+queue gets more messages per second than one shard's target THEN the server's own timer
+splits it, `/metrics` and `dmq shards show` say so, and once the load stops the queue
+merges back to one shard, with every message delivered (a FIFO queue's in each group's
+order)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,56 @@ def test_the_server_splits_a_busy_queue_and_merges_it_back(server: DmqProcess) -
     _until(lambda: shards() == 1)
     assert received == sent
     assert _dmq(server, "shards", "show", "elastic")["shard_count"] == 1
+
+
+def test_the_server_splits_a_busy_fifo_queue_with_every_group_in_order(
+    server: DmqProcess,
+) -> None:
+    sqs: Any = boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1",
+                       aws_access_key_id="e2e-key", aws_secret_access_key="e2e-secret",
+                       config=Config(retries={"mode": "standard"}))
+    url = sqs.create_queue(QueueName="elastic.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+
+    def shards() -> int:
+        found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqShardCount"])
+        return int(found["Attributes"]["DmqShardCount"])
+
+    assert _dmq(server, "shards", "show", "elastic.fifo")["autoscale"] == "auto"
+    # WHEN 20 messages a second go to 10 groups, numbered within each group, until the
+    # timer splits the queue, and for 8 s more (past the switch, into the new shards)
+    sent = 0
+    started = time.monotonic()
+    split_at: float | None = None
+    while split_at is None or time.monotonic() - split_at < 8:
+        assert time.monotonic() - started < WAIT_S + 8, "no split within the time allowed"
+        entries = [{"Id": str(i), "MessageBody": f"g{(sent + i) % 10}-{(sent + i) // 10}",
+                    "MessageGroupId": f"g{(sent + i) % 10}"} for i in range(10)]
+        assert not sqs.send_message_batch(QueueUrl=url, Entries=entries).get("Failed")
+        sent += 10
+        if split_at is None and shards() > 1:
+            split_at = time.monotonic()
+        time.sleep(0.5)
+    shown = _dmq(server, "shards", "show", "elastic.fifo")
+    assert shown["shard_count"] >= 2
+    # THEN every message comes once, each group in the order it was sent
+    last: dict[str, int] = {}
+    received = 0
+
+    def drained() -> bool:
+        nonlocal received
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        for message in got:
+            group, number = message["Body"].split("-")
+            assert int(number) == last.get(group, -1) + 1, (group, number, last)
+            last[group] = int(number)
+            received += 1
+        if got:
+            sqs.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+        return received >= sent
+
+    _until(drained)
+    assert received == sent and sum(n + 1 for n in last.values()) == sent
+    # AND once the load stops it merges back to one shard
+    _until(lambda: shards() == 1)

@@ -1,6 +1,7 @@
 """GIVEN standard queues whose load the stream keeps per shard WHEN the autoscaler checks
 them THEN a sustained excess splits a queue (at most x2 a step), a quiet queue merges back
-after the cool-down, an admin's count pins a queue, and FIFO queues are left alone."""
+after the cool-down, an admin's count pins a queue, and a FIFO queue scales with its
+groups in order."""
 
 from __future__ import annotations
 
@@ -97,20 +98,54 @@ def test_an_admin_count_pins_a_queue_until_unpinned(
     assert [e.kind for e in autoscaler.check(REGION)] == ["split"]
 
 
-def test_fifo_queues_keep_their_shards(
+def test_a_fifo_queue_splits_and_merges_with_every_group_in_order(
     sqs: Any, scaler: tuple[Autoscaler, list[ScaleEvent]], clock: FakeClock,
 ) -> None:
     autoscaler, _ = scaler
     url = sqs.create_queue(QueueName="ordered.fifo", Attributes={
         "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
-    for _ in range(3):
-        for i in range(30):
-            sqs.send_message(QueueUrl=url, MessageBody=f"{clock.now_ms()}-{i}",
-                             MessageGroupId=f"g{i % 3}")
+    sent = 0
+
+    def interval(messages: int) -> None:
+        nonlocal sent
+        for _ in range(messages // 10):
+            entries = [{"Id": str(i), "MessageBody": f"g{(sent + i) % 20}/{sent + i}",
+                        "MessageGroupId": f"g{(sent + i) % 20}"} for i in range(10)]
+            assert not sqs.send_message_batch(QueueUrl=url, Entries=entries).get("Failed")
+            sent += 10
         runtime.count_catch_up(REGION)  # type: ignore[misc]
         clock.advance(POLICY.interval_s)
-        assert autoscaler.check(REGION) == []
+
+    # GIVEN 6 messages a second over 20 groups, three times the target, for two checks
+    interval(60)
+    assert autoscaler.check(REGION) == []
+    interval(60)
+    # THEN the FIFO queue splits its hash range in two
+    assert [(e.kind, e.before, e.after) for e in autoscaler.check(REGION)] == [("split", 1, 2)]
+    interval(60)
+    # WHEN the load stops THEN after the cool-down it merges back to one shard
+    changes = []
+    for _ in range(5):
+        clock.advance(POLICY.interval_s)
+        changes += autoscaler.check(REGION)
+    assert [(e.kind, e.before, e.after) for e in changes] == [("merge", 2, 1)]
     assert _shards("ordered.fifo") == 1
+    # AND every message comes once, each group in the order it was sent
+    seen: dict[str, list[int]] = {}
+    for _ in range(100):
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not got:
+            if sum(map(len, seen.values())) >= sent:
+                break
+            clock.advance(1)
+            continue
+        for message in got:
+            group, number = message["Body"].split("/")
+            seen.setdefault(group, []).append(int(number))
+        sqs.delete_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+    assert sum(map(len, seen.values())) == sent == 180
+    assert all(numbers == sorted(numbers) for numbers in seen.values())
 
 
 def test_a_check_reads_each_queue_once_and_writes_only_changed_states(
@@ -150,6 +185,9 @@ def test_a_shard_count_the_caller_sets_pins_the_queue(sqs: Any, dmq: Client) -> 
     url = sqs.create_queue(QueueName="later")["QueueUrl"]
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"DmqShardCount": "2"})
     sqs.create_queue(QueueName="fifo.fifo", Attributes={"FifoQueue": "true"})
+    sqs.create_queue(QueueName="fifo-wide.fifo", Attributes={"FifoQueue": "true",
+                                                            "DmqShardCount": "2"})
     modes = {name: services.autoscaler.mode(services.queues.get(ACCOUNT, name))
-             for name in ("plain", "wide", "later", "fifo.fifo")}
-    assert modes == {"plain": "auto", "wide": "pinned", "later": "pinned", "fifo.fifo": "off"}
+             for name in ("plain", "wide", "later", "fifo.fifo", "fifo-wide.fifo")}
+    assert modes == {"plain": "auto", "wide": "pinned", "later": "pinned", "fifo.fifo": "auto",
+                     "fifo-wide.fifo": "pinned"}

@@ -166,16 +166,19 @@ def test_per_message_group_throughput_needs_message_group_scope(sqs: Any) -> Non
         sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "queue"})
 
 
-def test_high_throughput_queue_is_sharded_and_keeps_its_shards(sqs: Any) -> None:
+def test_high_throughput_queue_is_sharded_and_can_be_resharded(sqs: Any) -> None:
     url = _fifo(sqs, DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId")
     assert _attrs(sqs, url, "DmqShardCount") == {"DmqShardCount": "4"}
-    # A FIFO queue's shard count never changes (a group must stay in one shard)
-    with pytest.raises(ClientError) as caught:
-        sqs.set_queue_attributes(QueueUrl=url, Attributes={"DmqShardCount": "8"})
-    assert _error(caught)[0] == "InvalidAttributeValue"
+    # Its hash ranges split (tests/functional/test_fifo_resharding.py keeps the order)
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DmqShardCount": "8"})
+    assert _attrs(sqs, url, "DmqShardCount") == {"DmqShardCount": "8"}
     # Switching the throughput mode leaves the shards (and so every group's shard) as they are
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoThroughputLimit": "perQueue"})
-    assert _attrs(sqs, url, "DmqShardCount") == {"DmqShardCount": "4"}
+    assert _attrs(sqs, url, "DmqShardCount") == {"DmqShardCount": "8"}
+    # A count out of range is refused
+    with pytest.raises(ClientError) as caught:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"DmqShardCount": "65"})
+    assert _error(caught)[0] == "InvalidAttributeValue"
 
 
 def test_create_fifo_again_is_idempotent(sqs: Any) -> None:

@@ -4,7 +4,8 @@ most /2 a step, and leaves a pinned queue alone."""
 
 from __future__ import annotations
 
-from chalicelib.domain.autoscale import MAX_SHARDS, ScalePolicy, ScaleState, decide
+from chalicelib.backend.shard_load import SLOT_MS, ShardLoad
+from chalicelib.domain.autoscale import MAX_SHARDS, ScalePolicy, ScaleState, decide, next_due_ms
 
 POLICY = ScalePolicy(target_rate=100, interval_s=10, cooldown_s=60, checks=3)
 S = 10_000  # one interval, in ms
@@ -77,3 +78,32 @@ def test_a_pinned_queue_or_a_disabled_policy_is_left_alone() -> None:
     assert _run(1, [10**4] * 5, ScaleState(pinned=True)) == [1] * 5
     off = ScalePolicy(target_rate=100, enabled=False)
     assert _run(8, [0] * 50, policy=off) == [8] * 50
+
+
+def test_the_quiet_time_starts_at_the_last_busy_slot_and_merges_fall_due_on_time() -> None:
+    # GIVEN a queue of 4 shards whose first quiet check sees its load stop 3 s into the
+    # window (the slots say so): the cool-down counts from then, not from the check
+    state = ScaleState()
+    first = decide(POLICY, 4, 0.0, state, 50_000, 40_000, quiet_since_ms=43_000)
+    assert first.state.below_since_ms == 43_000
+    # THEN the first merge falls due at the cool-down's end, the next an interval later
+    assert next_due_ms(POLICY, 4, first.state) == 103_000
+    assert decide(POLICY, 4, 0.0, first.state, 102_999).shards == 4
+    merged = decide(POLICY, 4, 0.0, first.state, 103_000)
+    assert merged.shards == 2 and next_due_ms(POLICY, 2, merged.state) == 113_000
+    # AND a check in between (the interval's own tick) does not halve again early
+    assert decide(POLICY, 2, 0.0, merged.state, 110_000).shards == 2
+    assert decide(POLICY, 2, 0.0, merged.state, 113_000).shards == 1
+    # AND nothing is due for one shard, a busy queue, or a pinned one
+    assert next_due_ms(POLICY, 1, merged.state) is None
+    assert next_due_ms(POLICY, 4, ScaleState()) is None
+    assert next_due_ms(POLICY, 4, ScaleState(below_since_ms=0, pinned=True)) is None
+
+
+def test_a_loads_quiet_time_is_its_trailing_run_of_quiet_slots() -> None:
+    load = ShardLoad(0.0, 0.0, ((50.0, 40.0), (12.0, 9.0), (0.0, 3.0), (0.0, 0.0)), 100)
+    assert load.quiet_since_ms(14.0) == 101 * SLOT_MS  # 12/s is under 14/s
+    assert load.quiet_since_ms(10.0) == 102 * SLOT_MS
+    assert ShardLoad(0.0, 0.0, ((0.0, 0.0), (20.0, 0.0)), 7).quiet_since_ms(14.0) is None
+    both = load + ShardLoad(0.0, 0.0, ((0.0, 0.0), (5.0, 0.0), (0.0, 0.0), (0.0, 0.0)), 100)
+    assert both.slots[1] == (17.0, 9.0) and both.quiet_since_ms(14.0) == 102 * SLOT_MS

@@ -16,6 +16,7 @@ from chalicelib.clock import FakeClock
 from chalicelib.service.push import WAKE_INTERVAL_S, PushDelivery, PushOptions
 from dmqlocal.activity import Activity
 from dmqlocal.handlers import (
+    AUTOSCALE_SCHEDULE,
     MOVE_TASKS_IDLE_S,
     MOVE_TASKS_SCHEDULE,
     ScheduleBinding,
@@ -84,6 +85,30 @@ def test_a_request_that_makes_an_idle_binding_busy_runs_it_at_the_next_tick() ->
         scheduler.stop()
     # THEN it ran within a second, not at its idle period
     assert len(calls) >= 2 and calls[1] - woken_at <= 1.0 + 0.5, calls
+
+
+def test_a_binding_that_asks_to_run_sooner_runs_then_and_otherwise_at_its_period() -> None:
+    asked: list[float | None] = [None]
+
+    def due() -> float | None:
+        return asked[-1]
+
+    # GIVEN the autoscaler's binding, told when a merge falls due
+    bindings = {b.name: b for b in local_schedule_bindings(app, 6.0, autoscale_s=30.0,
+                                                           autoscale_due=due)}
+    autoscale = bindings[AUTOSCALE_SCHEDULE]
+    assert autoscale.period_s == 30.0 and autoscale.next_due is due
+    scheduler = Scheduler([autoscale], scale=1.0)
+    # WHEN nothing falls due THEN it runs again at its period
+    assert scheduler._next(autoscale, 100.0) == 130.0
+    # WHEN a merge falls due in a second THEN it runs again then
+    asked.append(time.time() + 1.0)
+    assert 100.9 <= scheduler._next(autoscale, 100.0) <= 101.0
+    # AND a due time past its period, or already past, changes nothing or runs at once
+    asked.append(time.time() + 60.0)
+    assert scheduler._next(autoscale, 100.0) == 130.0
+    asked.append(time.time() - 5.0)
+    assert scheduler._next(autoscale, 100.0) == 100.0
 
 
 def test_the_gate_touches_the_activity_before_and_after_each_request() -> None:
