@@ -1,5 +1,6 @@
 """The layer rules of docs/architecture.md, checked on the import statements of every module.
 
+handlers (the Chalice blueprints) -> the runtime, frontend, service, backend, domain;
 frontend -> service, domain; service -> backend, metadata, domain; backend and metadata ->
 domain and the storage boundary; domain -> nothing of chalicelib. Imports inside functions and
 under TYPE_CHECKING count like any other.
@@ -33,7 +34,7 @@ ROOT_MODULES = {
     "chalicelib.settings_autoscale": "base",
     "chalicelib.runtime_types": "wiring",
 }
-PACKAGES = ("domain", "backend", "metadata", "service", "frontend")
+PACKAGES = ("domain", "backend", "metadata", "service", "frontend", "handlers")
 
 # What each layer may import from chalicelib (its own layer always included).
 ALLOWED = {
@@ -44,6 +45,7 @@ ALLOWED = {
     "metadata": {"domain", "storage", "base"},
     "service": {"backend", "metadata", "domain", "base"},
     "frontend": {"service", "domain", "base"},
+    "handlers": {"wiring", "frontend", "service", "backend", "domain", "base"},
 }
 
 # Modules that build the object graph, and so import every layer.
