@@ -12,8 +12,8 @@ from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiv
 from chalicelib.backend.bodies import BodyStore, FolderBodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
+from chalicelib.backend.dynamo_fifo import DynamoFifoStore
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.guard import guard_client, state_store_for
 from chalicelib.backend.keys import KeyWrapper, KmsKeys, LocalKeys
 from chalicelib.backend.wakeups import Wakeups
@@ -242,7 +242,7 @@ class Runtime:
             queue_by_arn, settings.long_poll_interval_ms,
             SyncReplicas(self.backend, self.health, self.lag),
             Fairness(settings.fair_queues),
-            {cluster: FifoStore(store) for cluster, store in dynamo_stores.items()},
+            {cluster: DynamoFifoStore(store) for cluster, store in dynamo_stores.items()},
             MessageCipher(self._key_wrapper(settings), settings.sse_managed_key_id,
                           self._clock),
         )

@@ -57,7 +57,7 @@ class DynamoMessageStore:
         self._moves = BatchMoves(client, table)
         self._counters = counters
 
-    # -- what the FIFO store (`chalicelib.backend.fifo_store`) builds on -------------------
+    # -- what the FIFO store (`chalicelib.backend.dynamo_fifo`) builds on -------------------
     @property
     def client(self) -> DynamoDBClient:
         """The DynamoDB client of this table."""

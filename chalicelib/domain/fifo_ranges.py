@@ -146,7 +146,7 @@ def _active(shards: Iterable[Shard]) -> int:
 
 def _new_ids(shards: Sequence[Shard], count: int) -> list[int]:
     """The lowest ids no shard of the map has (a forgotten shard's id is used again, and
-    its sequence counter is a new one: `FifoStore.reserve`)."""
+    its sequence counter is a new one: `FifoSends.reserve`)."""
     used = {s.id for s in shards}
     ids = [i for i in range(MAX_SHARD_ID + 1) if i not in used][:count]
     if len(ids) < count:

@@ -1,8 +1,9 @@
 """FIFO queues: send validation and deduplication, group-ordered receive, group release.
 
 MessageService hands every message operation on a FIFO queue (`is_fifo`) to FifoService.
-The storage layout and the transactions are in `chalicelib.backend.fifo_store`; the
-choices are explained in docs/fifo.md.
+It runs over the `FifoStore` protocol (`chalicelib.backend.fifo_store`); on DynamoDB, with
+its layout and transactions, that is `chalicelib.backend.dynamo_fifo`. The choices are
+explained in docs/fifo.md.
 """
 
 from __future__ import annotations

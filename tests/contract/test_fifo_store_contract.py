@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
+from chalicelib.backend.dynamo_fifo import DynamoFifoStore
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.fifo_store import FifoStore, SendLayout
 from chalicelib.domain import fifo
@@ -21,7 +22,7 @@ def _front_end(store: Store, tmp_path: Path) -> FifoStore:
     control = store.messages.replace("dmq-messages-", "dmq-control-")
     base = DynamoMessageStore(store.dynamodb, store.messages, FolderBodyStore(str(tmp_path)),
                               350_000, ShardCounters(store.dynamodb, control))
-    return FifoStore(base)
+    return DynamoFifoStore(base)
 
 
 def _message(number: int, dedup: str | None = None, now: int = 1_000) -> Message:
