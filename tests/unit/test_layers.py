@@ -9,6 +9,7 @@ under TYPE_CHECKING count like any other.
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +33,11 @@ ROOT_MODULES = {
     "chalicelib.settings_guard": "base",
     "chalicelib.settings_clusters": "base",
     "chalicelib.settings_autoscale": "base",
+    "chalicelib.settings_checks": "base",
+    "chalicelib.settings_limits": "base",
+    "chalicelib.settings_security": "base",
+    "chalicelib.settings_serving": "base",
+    "chalicelib.settings_storage": "base",
     "chalicelib.runtime_types": "wiring",
 }
 PACKAGES = ("domain", "backend", "metadata", "service", "frontend", "handlers")
@@ -163,3 +169,11 @@ def test_the_rules_catch_a_backend_importing_the_service() -> None:
     assert "backend" not in ALLOWED["frontend"] and "backend" not in ALLOWED["metadata"]
     assert layer_of("chalicelib.backend.receipts") == "backend"
     assert layer_of("chalicelib.service.exceptions") == "service"
+
+
+def test_the_import_linter_contracts_are_kept() -> None:
+    """`make lint`'s layers contract (pyproject.toml), run as `make test` runs everything."""
+    done = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 kept, 0 broken" in done.stdout, done.stdout
