@@ -1,28 +1,48 @@
-"""The FIFO store's transactions on moto and on DynamoDB Local alike: two front ends
-sending to one group commit in sequence order, duplicates return the original, a claim
-holds the group, and deleting the hold releases or removes it."""
+"""The FIFO store (`FifoStore`) on moto, on DynamoDB Local and in memory (its twin) alike:
+two front ends sending to one group commit in sequence order, duplicates return the
+original, a claim holds the group, deleting the hold releases or removes it, a resharded
+send numbers and deduplicates across shards, and visibility changes, moves, receive
+attempts, counts, purges and peeks agree."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_fifo import DynamoFifoStore
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.fifo_store import FifoStore, SendLayout
+from chalicelib.backend.fifo_store import FifoStore, GroupState, SendLayout
 from chalicelib.domain import fifo
 from chalicelib.domain.messages import Message, MessageRef
 from tests.contract.conftest import Store
+from tests.unit.memory_fifo_store import MemoryFifoStore, MemoryFifoTable
 
 QUEUE = "000000000000/orders.fifo"
 
 
-def _front_end(store: Store, tmp_path: Path) -> FifoStore:
+TWINS = ["store", "memory"]
+
+
+@pytest.fixture(params=TWINS)
+def front_ends(request: pytest.FixtureRequest, store: Store,
+               tmp_path: Path) -> Callable[[], FifoStore]:
+    """Front ends over one table: DynamoDB's (moto or DynamoDB Local), or the twin's."""
+    if request.param == "memory":
+        table = MemoryFifoTable()
+        return lambda: MemoryFifoStore(table)
     control = store.messages.replace("dmq-messages-", "dmq-control-")
-    base = DynamoMessageStore(store.dynamodb, store.messages, FolderBodyStore(str(tmp_path)),
-                              350_000, ShardCounters(store.dynamodb, control))
-    return DynamoFifoStore(base)
+
+    def dynamo() -> FifoStore:
+        base = DynamoMessageStore(store.dynamodb, store.messages,
+                                  FolderBodyStore(str(tmp_path)), 350_000,
+                                  ShardCounters(store.dynamodb, control))
+        return DynamoFifoStore(base)
+
+    return dynamo
 
 
 def _message(number: int, dedup: str | None = None, now: int = 1_000) -> Message:
@@ -31,8 +51,9 @@ def _message(number: int, dedup: str | None = None, now: int = 1_000) -> Message
                    group_id="g", dedup_id=dedup or f"d{number}")
 
 
-def test_two_front_ends_commit_a_group_in_sequence_order(store: Store, tmp_path: Path) -> None:
-    first, second = _front_end(store, tmp_path), _front_end(store, tmp_path)
+def test_two_front_ends_commit_a_group_in_sequence_order(
+        front_ends: Callable[[], FifoStore]) -> None:
+    first, second = front_ends(), front_ends()
     # GIVEN front end 1 reserved its block, then front end 2 reserved a higher one and sent
     a = first.send(QUEUE, "queue", [(0, _message(1))], 1_000)[0].message
     b = second.send(QUEUE, "queue", [(0, _message(2))], 1_000)[0].message
@@ -50,8 +71,8 @@ def test_two_front_ends_commit_a_group_in_sequence_order(store: Store, tmp_path:
 
 
 def test_a_claim_holds_the_group_and_deleting_the_hold_removes_it(
-        store: Store, tmp_path: Path) -> None:
-    fifo_store = _front_end(store, tmp_path)
+        front_ends: Callable[[], FifoStore]) -> None:
+    fifo_store = front_ends()
     fifo_store.send(QUEUE, "queue", [(0, _message(1)), (0, _message(2))], 1_000)
     (group,) = fifo_store.ready_groups(QUEUE, 0, 2_000, 10)
     entries = fifo_store.head(QUEUE, 0, "g", 10)
@@ -73,8 +94,8 @@ def test_a_claim_holds_the_group_and_deleting_the_hold_removes_it(
 
 
 def test_deleting_part_of_a_hold_keeps_the_group_held_until_the_rest_goes(
-        store: Store, tmp_path: Path) -> None:
-    fifo_store = _front_end(store, tmp_path)
+        front_ends: Callable[[], FifoStore]) -> None:
+    fifo_store = front_ends()
     fifo_store.send(QUEUE, "queue", [(0, _message(i)) for i in range(1, 4)], 1_000)
     (group,) = fifo_store.ready_groups(QUEUE, 0, 2_000, 10)
     entries = fifo_store.head(QUEUE, 0, "g", 2)
@@ -89,8 +110,8 @@ def test_deleting_part_of_a_hold_keeps_the_group_held_until_the_rest_goes(
 
 
 def test_a_resharded_send_counts_from_its_shards_opening_and_dedups_in_the_groups_slot(
-        store: Store, tmp_path: Path) -> None:
-    fifo_store = _front_end(store, tmp_path)
+        front_ends: Callable[[], FifoStore]) -> None:
+    fifo_store = front_ends()
     # GIVEN a group's message in shard 0, its dedup item in shard 0's partition
     old = fifo_store.send(QUEUE, "messageGroup", [(0, _message(1))], 1_000)[0].message
     assert not fifo_store.is_empty(QUEUE, 0)
@@ -108,3 +129,69 @@ def test_a_resharded_send_counts_from_its_shards_opening_and_dedups_in_the_group
                             layout)[0]
     assert again.duplicate and again.message.message_id == old.message_id
     assert [e.message.body for e in fifo_store.head(QUEUE, 2, "g", 10)] == ["m2"]
+
+
+def _claim_all(fifo_store: FifoStore, shard: int, now: int, until: int,
+               attempt: tuple[str, str, bool] | None = None) -> list[MessageRef]:
+    """Claim every ready group's whole head; the refs of what was claimed."""
+    refs = []
+    for group in fifo_store.ready_groups(QUEUE, shard, now, 10):
+        entries = fifo_store.head(QUEUE, shard, group.group, 10)
+        token = fifo.claim_token(f"t-{group.group}", len(entries),
+                                 entries[-1].message.sequence_number or "")
+        if fifo_store.claim(QUEUE, [(group, entries, token)], until, now, attempt) == [0]:
+            refs += [MessageRef(QUEUE, shard, e.sort_key, token) for e in entries]
+            attempt = (attempt[0], attempt[1], False) if attempt else None
+    return refs
+
+
+def test_visibility_attempts_counts_peeks_and_purges_agree(
+        front_ends: Callable[[], FifoStore]) -> None:
+    fifo_store = front_ends()
+    fifo_store.send(QUEUE, "queue", [(0, _message(1)), (0, _message(2))], 1_000)
+    assert fifo_store.count(QUEUE, 0, 1_000).in_flight == 0
+    assert [m.body for m in fifo_store.peek(QUEUE, 0, 10)] == ["m1", "m2"]
+    # GIVEN the group claimed under a receive attempt id
+    refs = _claim_all(fifo_store, 0, 2_000, 32_000, ("try-1", "r1", True))
+    assert len(refs) == 2 and fifo_store.count(QUEUE, 0, 2_000).in_flight == 2
+    # THEN the attempt gives back its claims, and its messages read back in that order
+    assert fifo_store.attempt(QUEUE, "try-1", 3_000) == refs
+    assert [e.message.body for e in fifo_store.read(refs)] == ["m1", "m2"]
+    assert fifo_store.attempt(QUEUE, "try-1", 2_000 + fifo.ATTEMPT_WINDOW_MS) is None
+    assert fifo_store.attempt(QUEUE, "other", 3_000) is None
+    # WHEN one message's timeout is ended THEN the group is served again at once
+    assert fifo_store.change_visibility(refs[1], 3_000, 3_000) == "changed"
+    assert [g.group for g in fifo_store.ready_groups(QUEUE, 0, 3_000, 10)] == ["g"]
+    assert fifo_store.change_visibility(refs[1], 9_000, 4_000) == "not_in_flight"
+    assert fifo_store.change_visibility(MessageRef(QUEUE, 0, "f#g 1", "x"), 9_000,
+                                        4_000) == "not_found"
+    # AND a purge takes every message and group of the shard
+    assert fifo_store.purge(QUEUE, 0) == 2
+    assert fifo_store.peek(QUEUE, 0, 10) == [] and fifo_store.is_empty(QUEUE, 0)
+
+
+def test_heads_are_removed_moved_delayed_and_empty_groups_dropped(
+        front_ends: Callable[[], FifoStore]) -> None:
+    fifo_store = front_ends()
+    fifo_store.send(QUEUE, "queue", [(0, _message(i)) for i in range(1, 4)], 1_000)
+    (group,) = fifo_store.ready_groups(QUEUE, 0, 2_000, 10)
+    head = fifo_store.head(QUEUE, 0, "g", 3)
+    # WHEN the first message is removed and the second moved to a dead-letter queue
+    assert fifo_store.remove_head(QUEUE, group, head[:1])
+    moved = head[1].message.with_changes(message_id=head[1].message.message_id)
+    assert fifo_store.move(QUEUE, group, head[1], "000000000000/dlq.fifo", 0, moved)
+    # THEN the third is the head here, the second the dead-letter queue's, numbered there
+    assert [e.message.body for e in fifo_store.head(QUEUE, 0, "g", 10)] == ["m3"]
+    (dead,) = fifo_store.head("000000000000/dlq.fifo", 0, "g", 10)
+    assert dead.message.message_id == head[1].message.message_id
+    assert not fifo_store.is_empty("000000000000/dlq.fifo", 0)
+    # AND a view of the group that moved since changes nothing
+    assert not fifo_store.remove_head(QUEUE, GroupState(0, "g", 1), head[2:])
+    # WHEN the group's head is delayed THEN it is served from then
+    fifo_store.set_group_visible_at(QUEUE, group, 50_000)
+    assert fifo_store.ready_groups(QUEUE, 0, 49_999, 10) == []
+    (later,) = fifo_store.ready_groups(QUEUE, 0, 50_000, 10)
+    # AND a group found empty is dropped (its last message gone)
+    assert fifo_store.remove_head(QUEUE, later, fifo_store.head(QUEUE, 0, "g", 10))
+    fifo_store.drop_group(QUEUE, later)
+    assert fifo_store.ready_groups(QUEUE, 0, 60_000, 10) == [] and fifo_store.is_empty(QUEUE, 0)
