@@ -19,11 +19,11 @@ os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
 
 from app import app, runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 from dmqlocal.embedded import EmbeddedAws
 from dmqlocal.per_thread import serve_from_threads
 from infra import provision
+from tests.clocks import FakeClock
 from tests.count_pumps import CountPumps
 
 ENDPOINT = "http://dmq.test"

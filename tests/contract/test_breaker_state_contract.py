@@ -18,7 +18,7 @@ from chalicelib.backend.guard import (
     guard_client,
 )
 from chalicelib.backend.guard.breaker import CircuitBreaker
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 from tests.contract.conftest import Store
 
 OPEN, CLOSED, HALF_OPEN = BreakerState.OPEN, BreakerState.CLOSED, BreakerState.HALF_OPEN

@@ -7,8 +7,8 @@ from typing import Any
 
 from chalice.test import Client
 
-from chalicelib.clock import FakeClock
 from tests.admin_signing import admin_call
+from tests.clocks import FakeClock
 
 
 def _send(sqs: Any, url: str, body: str, clock: FakeClock) -> str:

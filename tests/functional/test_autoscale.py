@@ -12,10 +12,10 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.domain.autoscale import ScalePolicy
 from chalicelib.metadata.autoscale_states import AutoscaleStates
 from chalicelib.service.autoscale import Autoscaler, ScaleEvent
+from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"
 REGION = "us-east-1"

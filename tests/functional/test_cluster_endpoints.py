@@ -24,10 +24,10 @@ from moto.server import ThreadedMotoServer
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 from chalicelib.settings_clusters import cluster_endpoints
 from infra import provision
+from tests.clocks import FakeClock
 
 CLUSTERS = ("default", "c2")
 C2_ACCOUNT = "222222222222"  # c2's store: moto's namespace of another account

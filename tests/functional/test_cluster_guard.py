@@ -39,8 +39,8 @@ from chalicelib.backend.guard import (
     guard_client,
     guards_of,
 )
-from chalicelib.clock import FakeClock
 from chalicelib.domain.exceptions import ClusterUnavailableError, StoreError
+from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 from tests.functional.test_query_protocol import FORM, error_of
 from tests.sdk_retries import retried_by_sdks

@@ -12,10 +12,10 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 from infra import provision
 from tests.admin_signing import admin_call
+from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"
 CLUSTERS = ("default", "c2")

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 import pytest
 from chalice.test import Client
 
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
+from tests.clocks import FakeClock
 
 ADMIN = {"Authorization": "Basic " + base64.b64encode(b"AKIDADMIN:secret").decode()}
 FORM = {**ADMIN, "Content-Type": "application/x-www-form-urlencoded"}

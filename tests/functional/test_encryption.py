@@ -18,10 +18,10 @@ from moto import mock_aws
 
 from app import app, runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.settings import ConfigurationError, Settings
 from infra import deploy
 from tests.admin_signing import SignedHttp
+from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 from tests.functional.test_query_protocol import error_of, post
 

@@ -13,9 +13,9 @@ from botocore.exceptions import ClientError
 
 from app import runtime
 from chalicelib import observability
-from chalicelib.clock import FakeClock
 from chalicelib.service import fairness
 from chalicelib.settings import Settings
+from tests.clocks import FakeClock
 
 PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 

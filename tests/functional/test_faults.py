@@ -30,7 +30,7 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 from tests.legacy_tables import use_legacy_index
 
 ENDPOINT = "http://dmq.test"

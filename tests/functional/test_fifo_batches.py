@@ -9,8 +9,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from app import runtime
-from chalicelib.clock import FakeClock
 from chalicelib.domain import fifo
+from tests.clocks import FakeClock
 
 MISSING_DEDUP = ("The queue should either have ContentBasedDeduplication enabled or "
                  "MessageDeduplicationId provided explicitly")

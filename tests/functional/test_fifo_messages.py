@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 
 MISSING_DEDUP = ("The queue should either have ContentBasedDeduplication enabled or "
                  "MessageDeduplicationId provided explicitly")

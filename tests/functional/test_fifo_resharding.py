@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from app import runtime
-from chalicelib.clock import FakeClock
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.service import fifo_gate
 from chalicelib.service.shards import DRAIN_GRACE_MS, SWITCH_MS
+from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"
 REGION = "us-east-1"

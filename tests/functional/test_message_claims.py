@@ -18,7 +18,7 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 from tests.dynamo_counter import DynamoCounter
 from tests.legacy_tables import MESSAGES_TABLE, use_legacy_index
 

@@ -10,7 +10,7 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 from tests.functional.test_faults import Faults
 

@@ -8,7 +8,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 
 MESSAGES_TABLE = "dmq-messages"
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.domain.messages import MessageRef
 from chalicelib.service.receipts import ReceiptCodec
+from tests.clocks import FakeClock
 
 MESSAGES_TABLE = "dmq-messages"
 

@@ -11,8 +11,8 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
+from tests.clocks import FakeClock
 from tests.dynamo_counter import DynamoCounter
 
 INLINE_LIMIT = 2048

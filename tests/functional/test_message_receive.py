@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"
 

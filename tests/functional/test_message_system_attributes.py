@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 from tests.functional.test_message_attributes import expected_md5
 
 ACCOUNT = "000000000000"

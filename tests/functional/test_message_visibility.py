@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 
 
 def _queue(sqs: Any, name: str = "work", **attributes: str) -> str:

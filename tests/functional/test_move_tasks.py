@@ -19,8 +19,8 @@ from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from app import runtime
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
+from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 from tests.functional.test_faults import Faults
 

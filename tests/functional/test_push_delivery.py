@@ -19,12 +19,12 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.backend import push as targets
-from chalicelib.clock import FakeClock
 from chalicelib.metadata.subscriptions import SubscriptionRepository
 from chalicelib.service.push import PushDelivery, PushOptions
 from chalicelib.service.push_events import EVENT_SOURCE
 from chalicelib.settings import Settings
 from tests.admin_signing import SignedHttp
+from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"
 WAIT_S = 15.0

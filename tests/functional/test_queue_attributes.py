@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 
 RANGES = [
     ("VisibilityTimeout", 0, 43200),

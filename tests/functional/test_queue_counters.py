@@ -16,9 +16,9 @@ from chalice.test import Client
 from app import runtime
 from chalicelib.aws import Clients
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.clock import FakeClock
 from chalicelib.domain.messages import Message
 from chalicelib.service.messages import SendRequest
+from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"
 CONTROL_TABLE = "dmq-control"

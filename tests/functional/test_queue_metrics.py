@@ -15,8 +15,8 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib import observability
-from chalicelib.clock import FakeClock
 from dmqlocal.metrics import MetricsEndpoint
+from tests.clocks import FakeClock
 from tests.dynamo_counter import DynamoCounter
 from tests.functional.test_observability import assert_valid_emf, json_lines
 

@@ -19,7 +19,7 @@ from app import app, runtime
 from chalicelib import observability
 from chalicelib.aws import Clients
 from chalicelib.backend.replica import ReplicaApplier, live_item
-from chalicelib.clock import FakeClock, SystemClock
+from chalicelib.clock import SystemClock
 from chalicelib.domain.exceptions import StoreUnavailableError
 from chalicelib.service import failover as failover_module
 from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
@@ -27,6 +27,7 @@ from chalicelib.settings import Settings
 from dmqlocal.handlers import stream_bindings
 from dmqlocal.pump import StreamPump, to_lambda_record
 from infra import provision
+from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 from tests.functional.test_faults import Faults
 from tests.functional.test_observability import assert_valid_emf, json_lines

@@ -24,8 +24,8 @@ from chalice.test import Client
 
 from app import app, runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
+from tests.clocks import FakeClock
 from tests.conftest import ENDPOINT, _Raw
 from tests.dynamo_counter import DynamoCounter
 

@@ -20,10 +20,10 @@ from chalice.test import Client
 
 from app import app, runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.domain.queues import queue_id_of
 from chalicelib.settings import Settings
 from infra import provision
+from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 
 ACCOUNT = "000000000000"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.clock import FakeClock
+from tests.clocks import FakeClock
 
 
 def test_send_receive_delete_round_trip(sqs: Any, clock: FakeClock) -> None:

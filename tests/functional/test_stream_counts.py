@@ -17,8 +17,8 @@ from chalicelib.backend.counters import MAX_TERMS, ShardCounters, changes_of
 from chalicelib.backend.hidden_counts import BUCKET_MS, HORIZON_MS
 from chalicelib.backend.replica import SEQ, TOMB
 from chalicelib.backend.shard_load import SLOT_MS
-from chalicelib.clock import FakeClock
 from chalicelib.domain.lanes import LANE_BASE
+from tests.clocks import FakeClock
 
 CONTROL_TABLE = "dmq-control"
 TABLE = "dmq-messages"

@@ -19,7 +19,6 @@ from chalice.test import Client
 
 from chalicelib import observability
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.domain.exceptions import StoreError
 from chalicelib.domain.throttling import Limit, limit_of
 from chalicelib.metadata.throttle_buckets import BucketStore, Grant
@@ -27,6 +26,7 @@ from chalicelib.service import throttling
 from chalicelib.service.exceptions import RateThrottledError
 from chalicelib.service.throttling import Throttle
 from chalicelib.settings import Settings
+from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 
 NS = "{http://queue.amazonaws.com/doc/2012-11-05/}"

@@ -20,10 +20,10 @@ import pytest
 from chalice.test import Client
 
 from app import runtime
-from chalicelib.clock import FakeClock
 from chalicelib.frontend.console.csrf import CsrfTokens
 from chalicelib.service.sign_in_limits import LOCKOUT_S, SignInLimits
 from chalicelib.settings import Settings
+from tests.clocks import FakeClock
 from tests.security.attackers import (
     ACCOUNT,
     PUBLISHED_KEY,

@@ -19,12 +19,12 @@ from chalice.test import Client
 
 from app import app, runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 from dmqlocal import metrics_access
 from dmqlocal.metrics import MetricsEndpoint
 from dmqlocal.shared_render import SharedRender
 from tests.admin_signing import admin_call, admin_headers, client
+from tests.clocks import FakeClock
 from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, launch
 from tests.security.attackers import ROOT, ROOT_SECRET, new_data_dir, required_settings
 

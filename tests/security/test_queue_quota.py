@@ -24,9 +24,9 @@ from pynamodb.connection.base import Connection
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.settings import Settings
 from tests.admin_signing import client as signed_client
+from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, launch
 

@@ -23,10 +23,10 @@ from chalice.test import Client
 from app import runtime
 from chalicelib import secrets
 from chalicelib.aws import Clients
-from chalicelib.clock import FakeClock
 from chalicelib.domain.messages import MessageRef
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.settings import ConfigurationError, Settings
+from tests.clocks import FakeClock
 from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, launch
 from tests.security.attackers import (
     ACCOUNT,

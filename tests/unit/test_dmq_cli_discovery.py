@@ -19,7 +19,6 @@ from typing import Any
 import botocore.session
 import pytest
 
-from chalicelib.clock import FakeClock
 from chalicelib.service.identity import OPEN, Identities
 from dmqcli import main as cli
 from dmqcli.credentials import (
@@ -42,6 +41,7 @@ from dmqcli.discovery import (
 )
 from dmqcli.errors import CliError
 from dmqcli.settings import CliSettings
+from tests.clocks import FakeClock
 
 LIVE = os.getpid()
 

@@ -12,7 +12,6 @@ import pytest
 from botocore.exceptions import ClientError
 
 from chalicelib.backend.keys import DataKey, KeyServiceError, KmsKeys, LocalKeys
-from chalicelib.clock import FakeClock
 from chalicelib.domain.messages import AttributeValue, Message
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.service.encryption import (
@@ -21,6 +20,7 @@ from chalicelib.service.encryption import (
     protection_of,
 )
 from chalicelib.service.exceptions import KmsError
+from tests.clocks import FakeClock
 
 MANAGED = "dmq/sse-sqs"
 BODY = "the secret plaintext body ü"

@@ -17,8 +17,8 @@ from chalicelib.backend.guard.state_store import (
     InProcessStateStore,
     SharedState,
 )
-from chalicelib.clock import FakeClock
 from chalicelib.settings_guard import GuardSettings
+from tests.clocks import FakeClock
 
 SETTINGS = GuardSettings(window_calls=10, minimum_calls=5, failure_rate_pct=50,
                          slow_call_rate_pct=50, slow_call_ms=100, open_wait_ms=1000,

@@ -13,9 +13,9 @@ import pytest
 from chalicelib.backend.guard.bulkhead import Bulkhead
 from chalicelib.backend.guard.cluster_guard import BUSY, OPEN, ClusterGuard
 from chalicelib.backend.guard.state_store import BreakerState
-from chalicelib.clock import FakeClock
 from chalicelib.domain.exceptions import ClusterUnavailableError, StoreUnavailableError
 from chalicelib.settings_guard import GuardSettings
+from tests.clocks import FakeClock
 
 
 def test_a_full_bulkhead_refuses_at_once() -> None:

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from app import app
-from chalicelib.clock import FakeClock
 from chalicelib.service.push import WAKE_INTERVAL_S, PushDelivery, PushOptions
 from dmqlocal.activity import Activity
 from dmqlocal.handlers import (
@@ -24,6 +23,7 @@ from dmqlocal.handlers import (
 )
 from dmqlocal.pump import StreamPump
 from dmqlocal.scheduler import Scheduler
+from tests.clocks import FakeClock
 
 
 def test_the_move_task_pass_gets_an_idle_period_when_told_whether_tasks_run() -> None:

@@ -9,7 +9,6 @@ import pytest
 
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.wakeups import Wakeups
-from chalicelib.clock import FakeClock
 from chalicelib.domain.messages import Candidate, Message
 from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.service.attributes import with_defaults
@@ -17,6 +16,7 @@ from chalicelib.service.exceptions import ReceiptHandleIsInvalidError
 from chalicelib.service.messages import HandleEntry, MessageService, SendRequest
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.request_dedup import SendCall, shard_for
+from tests.clocks import FakeClock
 from tests.unit.memory_store import MemoryStore
 
 

@@ -13,7 +13,6 @@ from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from chalicelib.clock import FakeClock
 from chalicelib.frontend.authn import authenticate
 from chalicelib.frontend.sigv4 import SignedRequest, check_time, parse, verify
 from chalicelib.metadata.secret_cipher import LocalCipher
@@ -24,6 +23,7 @@ from chalicelib.service.exceptions import (
     SignatureDoesNotMatchError,
 )
 from chalicelib.service.identity import CACHE_LIMIT, Identities
+from tests.clocks import FakeClock
 
 KEY, SECRET = "AKIAUNITUNITUNITUNIT", "unit-secret"
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5)

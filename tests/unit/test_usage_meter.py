@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from chalicelib.clock import FakeClock
 from chalicelib.frontend.metering import payload_bytes, queue_of
 from chalicelib.service.usage import BILLING_CHUNK_BYTES, UsageMeter, billing_units
+from tests.clocks import FakeClock
 
 
 class MemorySink:
