@@ -37,21 +37,35 @@ def private_folder(folder: Path) -> Path:
     return folder
 
 
+def _create(path: Path, content: bytes) -> None:
+    """Write `content` to `path` unless another process does first: whole into a
+    temporary file, then linked to its name (the first link wins; the others' files go)."""
+    private_folder(path.parent)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):  # another process made it first
+            os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def read_or_create_bytes(path: Path, size: int = KEY_BYTES) -> bytes:
+    """The raw key in `path`: `size` random bytes made on first use (the first writer
+    wins, and no reader ever sees a file half written)."""
+    if not path.exists():
+        _create(path, secrets.token_bytes(size))
+    return path.read_bytes()
+
+
 def read_or_create(path: Path) -> str:
     """The secret in `path`, made at random on first use (the first writer wins)."""
     if not path.exists():
-        private_folder(path.parent)
-        temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        try:
-            with os.fdopen(fd, "w", encoding="ascii") as out:
-                out.write(new_secret() + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            with contextlib.suppress(FileExistsError):  # another process made it first
-                os.link(temporary, path)
-        finally:
-            temporary.unlink(missing_ok=True)
+        _create(path, (new_secret() + "\n").encode("ascii"))
     text = path.read_text(encoding="ascii", errors="replace").strip()
     if len(text) < KEY_BYTES:
         raise KeyFileError(f"{path} does not hold a key (at least {KEY_BYTES} characters): "

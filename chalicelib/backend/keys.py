@@ -17,10 +17,8 @@ both travel with every encrypted item.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from chalicelib.aws import new_session
+from chalicelib.key_files import read_or_create_bytes
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -75,20 +74,8 @@ class KeyWrapper(Protocol):
 
 
 def _read_or_create(path: Path) -> bytes:
-    """The master key in `path`, made once: the first writer wins, every process reads
-    the same key (a link to a complete temporary file either appears whole or fails)."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(os.urandom(KEY_BYTES))
-            with contextlib.suppress(FileExistsError):  # another process made it first
-                os.link(temporary, path)
-        finally:
-            temporary.unlink(missing_ok=True)
-    data = path.read_bytes()
+    """The master key in `path`, made once (`key_files.read_or_create_bytes`)."""
+    data = read_or_create_bytes(path, KEY_BYTES)
     if len(data) != KEY_BYTES:
         raise KeyServiceError("KmsInvalidState", f"the key file {path.name} is not a 256-bit key")
     return data

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from chalicelib.dynamo_errors import translate_errors
+from chalicelib.key_files import read_or_create_bytes
 
 _VERSION = b"\x01"
 _NONCE_BYTES = 12
@@ -59,12 +60,7 @@ class LocalCipher:
                         info=b"dmq access-key secrets").derive(self._derive_from.encode())
         if self._path is None:  # nothing to derive from (the in-memory store): per process
             return AESGCM.generate_key(bit_length=256)
-        if not self._path.exists():
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as out:
-                out.write(AESGCM.generate_key(bit_length=256))
-        key = self._path.read_bytes()
+        key = read_or_create_bytes(self._path, KEY_BYTES)
         if len(key) != KEY_BYTES:
             raise ValueError(f"{self._path} does not hold a {KEY_BYTES}-byte key.")
         return key
