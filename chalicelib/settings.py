@@ -2,36 +2,28 @@
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 from chalicelib.domain.autoscale import ScalePolicy
-from chalicelib.domain.destinations import parse_networks
 from chalicelib.settings_autoscale import autoscale_policy
+from chalicelib.settings_checks import (
+    ConfigurationError,
+    check_auth,
+    check_deployed,
+    runs_on_lambda,
+)
 from chalicelib.settings_clusters import cluster_settings
 from chalicelib.settings_guard import GuardSettings
+from chalicelib.settings_limits import limit_settings
 from chalicelib.settings_regions import regional_settings
+from chalicelib.settings_security import security_settings
+from chalicelib.settings_serving import serving_settings
+from chalicelib.settings_storage import storage_settings
 
-# Fair share with DMQ_AUTH=required, unless set (docs/throttling.md): each account's
-# request rate, and how many of its requests one process serves at once.
-REQUIRED_ACCOUNT_RPS = 100.0
-REQUIRED_ACCOUNT_CONCURRENCY = 1
-# What .chalice/config.json holds until infra/deploy.py has written the real value.
-PLACEHOLDER = "set by:"
-# SHA-256 of keys that were once published in the source (the old development receipt
-# key): anyone can sign with them, so they are refused wherever they are set.
-RETIRED_KEY_DIGESTS = frozenset({
-    "e85479a951e50b9838efb52f8a9dc13acc35029721b70a514869cf34958e409c",
-})
-
-
-class ConfigurationError(Exception):
-    """The environment cannot run DMQ; the message says what to set."""
+__all__ = ["ConfigurationError", "Settings", "get_settings"]
 
 
 @dataclass(frozen=True)
@@ -213,18 +205,14 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Build the settings from environment variables (DMQ_*)."""
+        """Build the settings from environment variables (DMQ_*), each group of them read
+        by its settings_* module."""
         env = os.environ if env is None else env
-        _check_deployed(env)
+        check_deployed(env)
         check_auth(env)
         base = cls()
-        messages_table = env.get("DMQ_MESSAGES_TABLE", base.messages_table)
         region = env.get("DMQ_REGION", env.get("AWS_DEFAULT_REGION", base.region))
-        local_arn = f"arn:aws:dynamodb:{region}:000000000000:table/{messages_table}/stream/local"
-        queues_table = env.get("DMQ_QUEUES_TABLE", base.queues_table)
-        queues_arn = f"arn:aws:dynamodb:{region}:000000000000:table/{queues_table}/stream/local"
-        regions = _names(env.get("DMQ_REGIONS", ""), (region,))
-        on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
+        on_lambda = runs_on_lambda(env)
         try:
             regional = {**regional_settings(env, on_lambda), **cluster_settings(env),
                         "autoscale": autoscale_policy(env), "guard": GuardSettings.from_env(env)}
@@ -234,163 +222,15 @@ class Settings:
             **regional,
             account_id=env.get("DMQ_ACCOUNT_ID", base.account_id),
             region=region,
-            dynamodb_endpoint=env.get("DMQ_DYNAMODB_ENDPOINT") or None,
-            s3_endpoint=env.get("DMQ_S3_ENDPOINT") or None,
-            bodies_dir=env.get("DMQ_BODIES_DIR") or None,
-            queues_table=queues_table,
-            messages_table=messages_table,
-            bodies_bucket=env.get("DMQ_BODIES_BUCKET", base.bodies_bucket),
-            receipt_key=env.get("DMQ_RECEIPT_KEY") or None,
-            receipt_key_parameter=env.get("DMQ_RECEIPT_KEY_PARAMETER") or None,
-            console_key=env.get("DMQ_CONSOLE_KEY") or None,
-            console_key_parameter=env.get("DMQ_CONSOLE_KEY_PARAMETER") or None,
-            on_lambda=on_lambda,
-            trusted_proxies=_proxies(env.get("DMQ_TRUSTED_PROXIES", "")),
-            metrics_token=env.get("DMQ_METRICS_TOKEN") or None,
-            messages_stream_arn=env.get("DMQ_MESSAGES_STREAM_ARN", local_arn),
-            inline_body_limit=int(env.get("DMQ_INLINE_BODY_LIMIT", base.inline_body_limit)),
-            long_poll_interval_ms=int(
-                env.get("DMQ_LONG_POLL_INTERVAL_MS", base.long_poll_interval_ms)
-            ),
-            metadata_cache_seconds=float(
-                env.get("DMQ_METADATA_CACHE_SECONDS", base.metadata_cache_seconds)
-            ),
-            control_table=env.get("DMQ_CONTROL_TABLE", base.control_table),
-            cluster_capacity=float(env.get("DMQ_CLUSTER_CAPACITY", base.cluster_capacity)),
-            regions=regions,
+            regions=_names(env.get("DMQ_REGIONS", ""), (region,)),
             hosted_regions=_names(env.get("DMQ_HOSTED_REGIONS", ""), (region,)),
             failover_after_s=float(env.get("DMQ_FAILOVER_AFTER_S", base.failover_after_s)),
-            queues_stream_arn=env.get("DMQ_QUEUES_STREAM_ARN", queues_arn),
-            data_dir=env.get("DMQ_DATA_DIR") or None,
-            archive_bucket=env.get("DMQ_ARCHIVE_BUCKET") or None,
-            usage_flush_s=float(env.get("DMQ_USAGE_FLUSH_S", base.usage_flush_s)),
-            fair_queues=env.get("DMQ_FAIR_QUEUES", "on").strip().lower() not in (
-                "off", "false", "0", "no"),
-            export_interval_s=float(env.get("DMQ_EXPORT_INTERVAL_S", base.export_interval_s)),
-            store_connect_timeout_s=float(
-                env.get("DMQ_STORE_CONNECT_TIMEOUT_S", base.store_connect_timeout_s)),
-            store_read_timeout_s=float(
-                env.get("DMQ_STORE_READ_TIMEOUT_S", base.store_read_timeout_s)),
-            store_attempts=max(1, int(env.get("DMQ_STORE_ATTEMPTS", base.store_attempts))),
-            log_format=env.get("DMQ_LOG_FORMAT", "json" if on_lambda else base.log_format),
-            log_level=env.get("DMQ_LOG_LEVEL", base.log_level),
-            metrics=env.get("DMQ_METRICS", "emf" if on_lambda else base.metrics),
-            http_idle_timeout_s=float(
-                env.get("DMQ_HTTP_IDLE_TIMEOUT_S", base.http_idle_timeout_s)),
-            http_request_timeout_s=float(
-                env.get("DMQ_HTTP_REQUEST_TIMEOUT_S", base.http_request_timeout_s)),
-            http_max_body_bytes=int(
-                env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
-            move_task_run_s=float(
-                env.get("DMQ_MOVE_TASK_RUN_S", 20.0 if on_lambda else base.move_task_run_s)),
-            auth=env.get("DMQ_AUTH", "required" if on_lambda else base.auth).strip().lower(),
-            root_access_key_id=env.get("DMQ_ROOT_ACCESS_KEY_ID") or None,
-            root_secret_access_key=env.get("DMQ_ROOT_SECRET_ACCESS_KEY") or None,
-            admin_delete_only=env.get("DMQ_ADMIN_DELETE_ONLY", "").strip().lower() in (
-                "1", "true", "on", "yes"),
-            keys_kms_key_id=env.get("DMQ_KEYS_KMS_KEY_ID") or None,
-            keys_key_file=env.get("DMQ_KEYS_KEY_FILE") or None,
-            admin_iam_gateway=on_lambda,
-            **_fair_share(env, on_lambda),
-            throttle_account_burst=int(env.get("DMQ_THROTTLE_ACCOUNT_BURST", "0") or 0),
-            throttle_queue_rps=float(env.get("DMQ_THROTTLE_QUEUE_RPS", "0") or 0),
-            throttle_queue_burst=int(env.get("DMQ_THROTTLE_QUEUE_BURST", "0") or 0),
-            push_run_s=float(env.get("DMQ_PUSH_RUN_S", 20.0 if on_lambda else base.push_run_s)),
-            push_workers=max(1, int(env.get("DMQ_PUSH_WORKERS", base.push_workers))),
-            request_dedup=env.get("DMQ_REQUEST_DEDUP", "on").strip().lower() not in (
-                "off", "false", "0", "no"),
-            sse_keys=env.get("DMQ_SSE_KEYS", "kms" if on_lambda else base.sse_keys),
-            sse_key_file=env.get("DMQ_SSE_KEY_FILE") or None,
-            sse_managed_key_id=env.get(
-                "DMQ_SSE_MANAGED_KEY_ID",
-                "alias/dmq-sse" if env.get("DMQ_SSE_KEYS", "kms" if on_lambda else "local")
-                == "kms" else base.sse_managed_key_id),
-            kms_endpoint=env.get("DMQ_KMS_ENDPOINT") or None,
+            on_lambda=on_lambda,
+            **storage_settings(env, base, region),
+            **security_settings(env, base, on_lambda),
+            **serving_settings(env, base, on_lambda),
+            **limit_settings(env),
         )
-
-
-def _check_deployed(env: Mapping[str, str]) -> None:
-    """Refuse placeholders anywhere, and the development receipt key on Lambda."""
-    for name, value in env.items():
-        if name.startswith("DMQ_") and value.startswith(PLACEHOLDER):
-            raise ConfigurationError(
-                f"{name} is still the placeholder {value!r}: run that command (it writes the "
-                "stage's stream ARNs and receipt key) before chalice package or deploy.")
-    on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
-    _check_keys(env)
-    if on_lambda and not env.get("DMQ_RECEIPT_KEY_PARAMETER") and not env.get("DMQ_RECEIPT_KEY"):
-        raise ConfigurationError(
-            "DMQ on AWS needs a secret receipt key: set DMQ_RECEIPT_KEY_PARAMETER to an SSM "
-            "SecureString holding one (python infra/deploy.py --stage STAGE creates one and "
-            "sets it), or DMQ_RECEIPT_KEY to a secret value.")
-    if on_lambda and env.get("DMQ_SSE_KEYS") == "local" and not env.get("DMQ_SSE_KEY_FILE"):
-        raise ConfigurationError(
-            "DMQ_SSE_KEYS=local on AWS needs DMQ_SSE_KEY_FILE, one key file every function "
-            "shares; otherwise each container would encrypt with a key of its own. Use "
-            "DMQ_SSE_KEYS=kms (the default on Lambda).")
-
-
-def _check_keys(env: Mapping[str, str]) -> None:
-    """Refuse a key that was once published (anyone could sign receipt handles or console
-    forms with it)."""
-    for name in ("DMQ_RECEIPT_KEY", "DMQ_CONSOLE_KEY"):
-        value = env.get(name) or ""
-        if hashlib.sha256(value.encode()).hexdigest() in RETIRED_KEY_DIGESTS:
-            raise ConfigurationError(
-                f"{name} is a key that was published in DMQ's source: anyone can sign with "
-                "it. Unset it (a random key is made in the data folder) or set a secret one.")
-
-
-def check_auth(env: Mapping[str, str]) -> None:
-    """DMQ_AUTH is open or required; required outside Lambda needs root credentials (the
-    admin API, which creates further keys, needs an admin key to call)."""
-    on_lambda = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
-    mode = env.get("DMQ_AUTH", "required" if on_lambda else "open").strip().lower()
-    if mode not in ("open", "required"):
-        raise ConfigurationError(f"DMQ_AUTH is {mode!r}: it is open or required.")
-    roots = (env.get("DMQ_ROOT_ACCESS_KEY_ID"), env.get("DMQ_ROOT_SECRET_ACCESS_KEY"))
-    if mode == "required" and not on_lambda and not all(roots):
-        raise ConfigurationError(
-            "DMQ_AUTH=required needs DMQ_ROOT_ACCESS_KEY_ID and DMQ_ROOT_SECRET_ACCESS_KEY: "
-            "the root credentials of DMQ_ACCOUNT_ID, an admin (further keys are made with "
-            "the admin API).")
-
-
-def _fair_share(env: Mapping[str, str], on_lambda: bool) -> dict[str, Any]:
-    """The per-account limits, the connection cap and the push destinations. With
-    DMQ_AUTH=required every account gets a request rate and a concurrency share unless
-    the operator sets them (0 turns either off); the open mode keeps them off."""
-    required = env.get("DMQ_AUTH", "required" if on_lambda else "open").strip().lower() \
-        == "required"
-    rps = env.get("DMQ_THROTTLE_ACCOUNT_RPS", "").strip()
-    concurrency = env.get("DMQ_ACCOUNT_MAX_CONCURRENCY", "").strip()
-    networks = tuple(n.strip() for n in env.get("DMQ_PUSH_ALLOWED_NETWORKS", "").split(",")
-                     if n.strip())
-    try:
-        parse_networks(networks)
-    except ValueError as exc:
-        raise ConfigurationError(f"DMQ_PUSH_ALLOWED_NETWORKS: {exc}") from exc
-    return {
-        "throttle_account_rps": float(rps) if rps else (
-            REQUIRED_ACCOUNT_RPS if required else 0.0),
-        "account_max_concurrency": max(0, int(concurrency)) if concurrency else (
-            REQUIRED_ACCOUNT_CONCURRENCY if required else 0),
-        "account_max_queues": max(0, int(env.get("DMQ_ACCOUNT_MAX_QUEUES", "1000") or 0)),
-        "http_max_connections": max(1, int(env.get("DMQ_HTTP_MAX_CONNECTIONS", "1000"))),
-        "push_allowed_networks": networks,
-    }
-
-
-def _proxies(text: str) -> tuple[str, ...]:
-    """DMQ_TRUSTED_PROXIES: comma-separated addresses or CIDRs."""
-    entries = tuple(p.strip() for p in text.split(",") if p.strip())
-    for entry in entries:
-        try:
-            ipaddress.ip_network(entry, strict=False)
-        except ValueError as exc:
-            raise ConfigurationError(
-                f"DMQ_TRUSTED_PROXIES: {entry!r} is not an address or a CIDR.") from exc
-    return entries
 
 
 def _names(text: str, default: tuple[str, ...]) -> tuple[str, ...]:
