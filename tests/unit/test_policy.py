@@ -11,11 +11,9 @@ from chalicelib.domain.policy import (
     Decision,
     PolicyError,
     check_policy,
-    conditions_hold,
     evaluate,
-    like,
-    parse_date,
 )
+from chalicelib.domain.policy_conditions import conditions_hold, like, parse_date
 
 QUEUE = "arn:aws:sqs:us-east-1:111122223333:orders"
 ALICE = "arn:aws:iam::444455556666:user/alice"
