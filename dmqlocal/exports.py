@@ -35,6 +35,7 @@ from chalicelib.backend.archive import DirectorySink, json_lines_gz, redact_imag
 from chalicelib.metadata.epoch import ensure_epoch
 from dmqlocal import export_folders as folders
 from dmqlocal.export_increments import IncrementalExporter
+from dmqlocal.loops import PeriodicLoop
 from dmqlocal.stream_records import source_arn
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ class PeriodicExporter:
     BUSY_SHARE = 10
     FLUSH_S = 2.0
     STOP_CATCH_UP_S = 10.0
+    STOP_JOIN_S = 30.0  # how long a stop waits for each timer's thread
 
     def __init__(self, exporter: TableExporter, interval_s: float,
                  increments: IncrementalExporter | None = None,
@@ -218,9 +220,12 @@ class PeriodicExporter:
         self._interval = interval_s
         self._increments = increments
         self._caught_up = caught_up
-        self._stop = threading.Event()
         self._skipped = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._loops = [PeriodicLoop("dmq-exports", self._export_full, self.next_pause_s,
+                                    self.STOP_JOIN_S, first_wait_s=self._first_pause_s)]
+        if increments is not None:
+            self._loops.append(PeriodicLoop("dmq-export-increments", self.flush,
+                                            self._flush_pause_s, self.STOP_JOIN_S))
         self.last_duration_s = 0.0
 
     def next_pause_s(self) -> float:
@@ -229,28 +234,20 @@ class PeriodicExporter:
 
     def start(self) -> None:
         """Export on timers in background threads."""
-        runs: list[tuple[str, Callable[[], None]]] = [("dmq-exports", self._run)]
-        if self._increments is not None:
-            runs.append(("dmq-export-increments", self._run_flushes))
-        for name, run in runs:
-            thread = threading.Thread(target=run, name=name, daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        for loop in self._loops:
+            loop.start()
 
-    def _run(self) -> None:
+    def _first_pause_s(self) -> float:
+        """No wait before the first full export when a base export is missing."""
         try:
             first = self._exporter.needs_base()
         except Exception:
             logger.exception("reading the newest table exports failed")
             first = True
-        pause = 0.0 if first else self.next_pause_s()
-        while not self._stop.wait(pause):
-            self._export_full()
-            pause = self.next_pause_s()
+        return 0.0 if first else self.next_pause_s()
 
-    def _run_flushes(self) -> None:
-        while not self._stop.wait(min(self.FLUSH_S, self._interval)):
-            self.flush()
+    def _flush_pause_s(self) -> float:
+        return min(self.FLUSH_S, self._interval)
 
     def flush(self) -> list[Path]:
         """Write the pending incremental exports now (failures are logged, not raised)."""
@@ -291,10 +288,11 @@ class PeriodicExporter:
         """Stop the timers; abandon a full export under way; then, unless the store is
         gone (`final_export` False) or `cancel` was called, wait for the pumps to hand
         over what they have and write the pending incremental exports."""
-        self._stop.set()
+        for loop in self._loops:
+            loop.stop(wait=False)
         self._exporter.cancelled.set()
-        for thread in self._threads:
-            thread.join(timeout=30)
+        for loop in self._loops:
+            loop.join()
         if not final_export or self._increments is None:
             return
         caught_up = self._caught_up is None or wait_caught_up(

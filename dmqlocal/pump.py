@@ -5,17 +5,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from chalicelib.regions import RegionDownError, RegionHealth
+from chalicelib.regions import RegionHealth
 from dmqlocal.checkpoints import Checkpoints, ShardCheckpoint
 from dmqlocal.handlers import StreamBinding
-from dmqlocal.shards import ShardInfo, ShardReader, describe_shards, error_code, may_read
-from dmqlocal.stream_records import LambdaContext, Record, sequence_number, to_lambda_record
+from dmqlocal.pump_state import Consumer, Shard, Stream, handler_names, resume_point
+from dmqlocal.shards import ShardReader, describe_shards, error_code, may_read
+from dmqlocal.stream_records import Record, to_lambda_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -24,35 +24,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("dmq.pump")
 
 __all__ = ["StreamPump", "to_lambda_record"]
-
-
-@dataclass
-class _Consumer:
-    """One handler's view of one shard: what it took, and what it has yet to take."""
-
-    handled: str | None  # the checkpoint: the last record it took without failing
-    queued: str | None  # the last record put in `pending`
-    pending: list[Record] = field(default_factory=list)
-    retry_at: float = 0.0
-    delay_s: float = 0.0
-    failing: bool = False  # its last hand-over failed: its records wait for a retry
-    waiting_since: float = 0.0  # when its oldest pending record was queued
-
-
-@dataclass
-class _Shard:
-    reader: ShardReader
-    consumers: dict[int, _Consumer]
-
-
-@dataclass
-class _Stream:
-    arn: str
-    saved: dict[str, ShardCheckpoint]
-    refresh_at: float = 0.0
-    order: list[ShardInfo] = field(default_factory=list)
-    shards: dict[str, _Shard] = field(default_factory=dict)
-    done: set[str] = field(default_factory=set)  # shards read to their end
 
 
 class StreamPump:
@@ -90,7 +61,7 @@ class StreamPump:
         self._dynamodb = dynamodb
         self._streams = streams
         self._bindings = bindings
-        self._names = _handler_names(bindings)
+        self._names = handler_names(bindings)
         self._tables: dict[str, list[int]] = {}
         for index, binding in enumerate(bindings):
             self._tables.setdefault(binding.table, []).append(index)
@@ -99,7 +70,7 @@ class StreamPump:
         self._idle_cap = max(interval_s, self.IDLE_CAP_S if idle_cap_s is None else idle_cap_s)
         self._wake = threading.Event()
         self._checkpoints = Checkpoints(checkpoint_dir)
-        self._by_table: dict[str, _Stream] = {}
+        self._by_table: dict[str, Stream] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.delivered = 0
@@ -232,7 +203,7 @@ class StreamPump:
                 moved += self._pump_shard(stream, shard)
         return moved
 
-    def _stream(self, table: str, indexes: list[int]) -> _Stream:
+    def _stream(self, table: str, indexes: list[int]) -> Stream:
         """The table's stream and its shards, described again only when due."""
         now = time.monotonic()
         stream = self._by_table.get(table)
@@ -241,7 +212,7 @@ class StreamPump:
         arn = str(self._dynamodb.describe_table(TableName=table)["Table"]
                   .get("LatestStreamArn", ""))
         if stream is None or stream.arn != arn:
-            stream = _Stream(arn, self._checkpoints.load(arn) if arn else {})
+            stream = Stream(arn, self._checkpoints.load(arn) if arn else {})
             self._by_table[table] = stream
             if arn:
                 self._checkpoints.forget_other_streams(arn)
@@ -252,7 +223,7 @@ class StreamPump:
         stream.refresh_at = now + self.SHARDS_REFRESH_S
         return stream
 
-    def _discover(self, stream: _Stream, indexes: list[int]) -> None:
+    def _discover(self, stream: Stream, indexes: list[int]) -> None:
         stream.order = describe_shards(self._streams, stream.arn)
         listed = {s.shard_id for s in stream.order}
         stream.shards = {k: v for k, v in stream.shards.items() if k in listed}
@@ -267,16 +238,16 @@ class StreamPump:
                 stream.done.add(info.shard_id)
                 continue
             reader = ShardReader(self._streams, stream.arn, info)
-            stream.shards[info.shard_id] = _Shard(reader, {
-                i: _Consumer(saved.handled.get(self._names[i]), saved.handled.get(self._names[i]))
+            stream.shards[info.shard_id] = Shard(reader, {
+                i: Consumer(saved.handled.get(self._names[i]), saved.handled.get(self._names[i]))
                 for i in indexes})
 
-    def _pump_shard(self, stream: _Stream, shard: _Shard) -> int:
+    def _pump_shard(self, stream: Stream, shard: Shard) -> int:
         """Read the shard once (unless a handler holds too much), hand over, checkpoint."""
         reader, shard_id = shard.reader, shard.reader.info.shard_id
         if not reader.at_end and max(len(c.pending) for c in shard.consumers.values()) \
                 < self.MAX_PENDING:
-            self._queue(stream.arn, shard, reader.read(_resume_point(shard)))
+            self._queue(stream.arn, shard, reader.read(resume_point(shard)))
             if reader.at_end:
                 stream.done.add(shard_id)
                 stream.refresh_at = 0.0  # its children are next
@@ -296,51 +267,17 @@ class StreamPump:
                 finished))
         return moved
 
-    def _queue(self, arn: str, shard: _Shard, records: list[Record]) -> None:
+    def _queue(self, arn: str, shard: Shard, records: list[Record]) -> None:
         """Give each handler the records it has not had yet, in order."""
         self.delivered += len(records)
         converted = [to_lambda_record(r, arn, self._region) for r in records]
         for consumer in shard.consumers.values():
-            after = int(consumer.queued) if consumer.queued is not None else -1
-            fresh = [r for r in converted if int(sequence_number(r)) > after]
-            if fresh:
-                if not consumer.pending:
-                    consumer.waiting_since = time.monotonic()
-                consumer.pending.extend(fresh)
-                consumer.queued = sequence_number(fresh[-1])
+            consumer.take(converted)
 
-    def _hand_over(self, binding: StreamBinding, consumer: _Consumer, now: float) -> int:
+    def _hand_over(self, binding: StreamBinding, consumer: Consumer, now: float) -> int:
         """Give a handler its pending records in batches; keep what it fails on."""
-        if now < consumer.retry_at:
-            return 0
-        if (binding.window_s and not self._flush and len(consumer.pending) < binding.batch_size
-                and now < consumer.waiting_since + binding.window_s):
-            return 0  # as Lambda: wait for a full batch, or the window's end
-        handled = 0
-        pending = consumer.pending
-        while pending:
-            batch = pending[:binding.batch_size]
-            try:
-                binding.handler({"Records": batch}, LambdaContext())
-            except RegionDownError as exc:
-                logger.debug("stream records of %s wait: %s", self._region, exc)
-                consumer.failing = False  # it waits for its region, not for a retry
-                break  # no backoff: the region's health is known in process
-            except Exception:
-                consumer.failing = True
-                consumer.delay_s = min(max(consumer.delay_s * 2, self.BACKOFF_MIN_S),
-                                       self.BACKOFF_MAX_S)
-                consumer.retry_at = now + consumer.delay_s
-                logger.exception("stream handler %s failed; its batch is retried in %.1f s",
-                                 getattr(binding.handler, "__name__", binding.table),
-                                 consumer.delay_s)
-                break
-            del pending[:len(batch)]
-            handled += len(batch)
-            consumer.handled = sequence_number(batch[-1])
-            consumer.delay_s = 0.0
-            consumer.failing = False
-        return handled
+        return consumer.hand_over(binding, now, self._flush, self._region,
+                                  (self.BACKOFF_MIN_S, self.BACKOFF_MAX_S))
 
     def _mark_idle(self, started: float) -> None:
         with self._idle:
@@ -381,21 +318,3 @@ class StreamPump:
                 self._idle.wait(min(remaining, 0.5))
         return True
 
-
-def _resume_point(shard: _Shard) -> str | None:
-    """The lowest checkpoint of the shard's handlers; None if one has none (horizon)."""
-    handled = [c.handled for c in shard.consumers.values()]
-    if not handled or any(h is None for h in handled):
-        return None
-    return min((h for h in handled if h is not None), key=int)
-
-
-def _handler_names(bindings: list[StreamBinding]) -> list[str]:
-    """A name per binding, stable across restarts and unique within its table."""
-    names: list[str] = []
-    for binding in bindings:
-        name = str(getattr(binding.handler, "__name__", "handler"))
-        taken = sum(1 for b, n in zip(bindings, names, strict=False)
-                    if b.table == binding.table and n.split("#")[0] == name)
-        names.append(f"{name}#{taken}" if taken else name)
-    return names

@@ -114,9 +114,44 @@ class LocalDmq:
 
     def start(self) -> str:
         """Start the store, create the tables, then serve; return the endpoint URL."""
-        # One process serves every region of the deployment (DMQ_REGIONS).
+        settings, data_dir = self._start_store()
+        self._runtime.configure(settings)
+        bindings = local_stream_bindings(self._app, settings.queues_table,
+                                         settings.all_regions)
+        # Incremental exports: one more consumer of every stream the pump reads.
+        increments = (IncrementalExporter(settings.data_dir, self._runtime.epoch)
+                      if settings.data_dir else None)
+        if increments is not None:
+            bindings = [*bindings, *increments.bindings(bindings)]
+        targets: list[ExportTarget] = []
+        for region in settings.all_regions:
+            targets += self._prepare_region(settings, region, bindings, data_dir)
+            self._check_cancelled()
+        self._client_setup = _ClientSetup(
+            settings, [b for b in bindings if b.table != settings.queues_table],
+            data_dir, targets)
+        if settings.data_dir:
+            self.exporter = PeriodicExporter(
+                TableExporter(settings.data_dir, targets, self._archive_caught_up),
+                settings.export_interval_s, increments, self._archive_caught_up)
+        self.scheduler = Scheduler(
+            local_schedule_bindings(self._app, settings.failover_after_s,
+                                    self.options.schedule_scale, self._moves_busy,
+                                    settings.autoscale.interval_s, self._autoscale_due),
+            self.options.schedule_scale)
+        self.server = self._make_server(settings)
+        self._start_background(settings, self.scheduler)
+        self._runtime.open_client_regions(self._open_client_region if settings.any_region
+                                          else None)
+        self._runtime.count_catch_up = self._catch_up_counts
+        self.server.start()
+        return self.server.url
+
+    def _start_store(self) -> tuple[Settings, Path]:
+        """Start the store; the settings it leaves (every region of the deployment hosted
+        here, and any region a client signs for unless DMQ_ANY_REGION=off) and the data
+        folder."""
         data_dir = self.options.settings.data_dir or self.options.data_dir
-        # ... and, unless DMQ_ANY_REGION=off, any region a client signs for.
         settings = replace(self.options.settings,
                            hosted_regions=self.options.settings.all_regions, data_dir=data_dir,
                            any_region=self.options.settings.any_region is not False)
@@ -128,30 +163,11 @@ class LocalDmq:
         finally:
             self._dynamodb_local = self._store.dynamodb_local
         self._check_cancelled()
-        self._runtime.configure(settings)
-        bindings = local_stream_bindings(self._app, settings.queues_table,
-                                         settings.all_regions)
-        # Incremental exports: one more consumer of every stream the pump reads.
-        increments = (IncrementalExporter(settings.data_dir, self._runtime.epoch)
-                      if settings.data_dir else None)
-        if increments is not None:
-            bindings = [*bindings, *increments.bindings(bindings)]
-        targets: list[ExportTarget] = []
-        for region in settings.all_regions:
-            targets += self._prepare_region(settings, region, bindings, Path(data_dir or ".dmq"))
-            self._check_cancelled()
-        self._client_setup = _ClientSetup(
-            settings, [b for b in bindings if b.table != settings.queues_table],
-            Path(data_dir or ".dmq"), targets)
-        if settings.data_dir:
-            self.exporter = PeriodicExporter(
-                TableExporter(settings.data_dir, targets, self._archive_caught_up),
-                settings.export_interval_s, increments, self._archive_caught_up)
-        self.scheduler = Scheduler(
-            local_schedule_bindings(self._app, settings.failover_after_s,
-                                    self.options.schedule_scale, self._moves_busy,
-                                    settings.autoscale.interval_s, self._autoscale_due),
-            self.options.schedule_scale)
+        return settings, Path(data_dir or ".dmq")
+
+    def _make_server(self, settings: Settings) -> LocalServer:
+        """The HTTP server, not serving yet, with the local server's own routes installed
+        (counting, chaos, region simulation, exports, metrics)."""
         counter = counting.install(self._runtime, settings.all_regions, os.environ)
         self.chaos = chaos.install(self._runtime, settings.all_regions, os.environ)
         if self.chaos is not None:
@@ -160,11 +176,15 @@ class LocalDmq:
         region_simulation.install(self._app, self._runtime)  # before the gateway reads routes
         export_route.install(self._app, self.exporter.export_now if self.exporter else None)
         self.metrics = metrics_access.install(self._app, self._runtime)
-        self.server = LocalServer(self._app, self.options.host, self.options.port,
-                                  {**counting.routes(counter), **chaos.routes(self.chaos)},
-                                  HttpLimits.of(settings), self.options.tls,
-                                  self.options.listener, settings.trusted_proxies,
-                                  self.activity.gate(FrontDoor(self._runtime)))
+        return LocalServer(self._app, self.options.host, self.options.port,
+                           {**counting.routes(counter), **chaos.routes(self.chaos)},
+                           HttpLimits.of(settings), self.options.tls,
+                           self.options.listener, settings.trusted_proxies,
+                           self.activity.gate(FrontDoor(self._runtime)))
+
+    def _start_background(self, settings: Settings, scheduler: Scheduler) -> None:
+        """Start the table watch, the pumps, the scheduler, the push loop and the exports;
+        requests wake the pumps and the scheduler."""
         self.table_watch = TableWatch(self._watched, self._runtime.forget_store)
         for client in [*self._watched_clients, *(c for r in settings.all_regions
                                                  for c in self._runtime.backend(r).clients
@@ -174,17 +194,12 @@ class LocalDmq:
             pump.start()
             self.activity.subscribe(pump.wake)
         self.table_watch.start()
-        self.scheduler.start()
-        self.activity.subscribe(self.scheduler.wake)
+        scheduler.start()
+        self.activity.subscribe(scheduler.wake)
         self.push_loop = PushLoop(self._runtime, settings.all_regions)
         self.push_loop.start()
         if self.exporter is not None:
             self.exporter.start()
-        self._runtime.open_client_regions(self._open_client_region if settings.any_region
-                                          else None)
-        self._runtime.count_catch_up = self._catch_up_counts
-        self.server.start()
-        return self.server.url
 
     def _check_cancelled(self) -> None:
         if self.options.cancelled():

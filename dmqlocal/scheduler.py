@@ -9,8 +9,10 @@ import uuid
 from datetime import UTC, datetime
 
 from dmqlocal.handlers import ScheduleBinding
+from dmqlocal.loops import PeriodicLoop
 
 logger = logging.getLogger("dmq.scheduler")
+TICK_S = 0.5  # how often the due bindings are looked for
 
 
 def scheduled_event(name: str) -> dict[str, object]:
@@ -31,9 +33,9 @@ class Scheduler:
     def __init__(self, bindings: list[ScheduleBinding], scale: float = 1.0) -> None:
         self._bindings = bindings
         self._scale = scale
-        self._stop = threading.Event()
         self._woken = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = PeriodicLoop("dmq-scheduler", self._tick, TICK_S, join_timeout_s=10)
+        self._due: dict[str, float] = {}
         self.runs = 0
 
     def wake(self) -> None:
@@ -47,15 +49,13 @@ class Scheduler:
         return period * self._scale
 
     def start(self) -> None:
-        """Start the timer thread."""
-        self._thread = threading.Thread(target=self._run, name="dmq-scheduler", daemon=True)
-        self._thread.start()
+        """Start the timer thread: each binding runs first one period from now."""
+        self._due = {b.name: time.monotonic() + b.period_s * self._scale for b in self._bindings}
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop the timer thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._loop.stop()
 
     def run_all(self) -> None:
         """Invoke every handler once now."""
@@ -69,20 +69,21 @@ class Scheduler:
         except Exception:
             logger.exception("scheduled handler %s failed", binding.name)
 
-    def _run(self) -> None:
-        due = {b.name: time.monotonic() + b.period_s * self._scale for b in self._bindings}
-        while not self._stop.wait(0.5):
-            now = time.monotonic()
-            woken = self._woken.is_set()
-            self._woken.clear()
-            for binding in self._bindings:
-                if woken and binding.idle_period_s is not None and (
-                        binding.busy is None or binding.busy()):
-                    due[binding.name] = min(due[binding.name],
-                                            now + binding.period_s * self._scale)
-                if now >= due[binding.name]:
-                    self._invoke(binding)
-                    due[binding.name] = self._next(binding, now)
+    def _tick(self) -> None:
+        """Run the bindings that are due; after a wake, a binding that is busy again runs
+        within one period, not its idle one."""
+        due = self._due
+        now = time.monotonic()
+        woken = self._woken.is_set()
+        self._woken.clear()
+        for binding in self._bindings:
+            if woken and binding.idle_period_s is not None and (
+                    binding.busy is None or binding.busy()):
+                due[binding.name] = min(due[binding.name],
+                                        now + binding.period_s * self._scale)
+            if now >= due[binding.name]:
+                self._invoke(binding)
+                due[binding.name] = self._next(binding, now)
 
     def _next(self, binding: ScheduleBinding, now: float) -> float:
         """When a binding that just ran runs again: at its period, or sooner when it
