@@ -4,48 +4,37 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import re
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from chalicelib.clock import Clock
 from chalicelib.domain.exceptions import ConcurrentChangeError
 from chalicelib.domain.queues import (
     QueueRecord,
     QueueStatus,
-    parse_queue_arn,
     queue_arn,
     queue_id_of,
     shards_to_text,
 )
 from chalicelib.metadata.queue_counts import QueueQuotaReachedError
-from chalicelib.metadata.repository import QueueRepository
 from chalicelib.service import attributes as attrs
-from chalicelib.service import permissions
-from chalicelib.service.clusters import NoSuchClusterError, Placement, default_only
+from chalicelib.service.clusters import NoSuchClusterError
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
     InvalidParameterValueError,
     OverLimitError,
     PurgeQueueInProgressError,
     QueueDeletedRecentlyError,
-    QueueDoesNotExistError,
     QueueNameExistsError,
-    ServiceUnavailableError,
 )
 from chalicelib.service.fifo import is_fifo
-from chalicelib.service.messages import MessageService
-from chalicelib.service.shards import SWITCH_MS, reshaped, resize, split
-from chalicelib.service.tags import check_tag_request, check_tags, check_untag_request
+from chalicelib.service.queue_changes import QueueChanges
+from chalicelib.service.queue_records import contended
+from chalicelib.service.shards import reshaped, resize
+from chalicelib.service.tags import check_tags
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 DELETE_COOLDOWN_MS = 60_000
 PURGE_COOLDOWN_MS = 60_000
-# A metadata write that loses its version check is applied again to a fresh read, this
-# many times in all, with a short random pause between tries so racing writers spread out.
-WRITE_ATTEMPTS = 8
-WRITE_PAUSE_S = 0.01
 
 logger = logging.getLogger("dmq.service")
 
@@ -71,49 +60,8 @@ def check_queue_name(name: str, fifo: bool = False) -> None:
         )
 
 
-class QueueService:
+class QueueService(QueueChanges):
     """Queue-level operations over the metadata repository."""
-
-    def __init__(
-        self, repo: QueueRepository, messages: MessageService, clock: Clock,
-        place: Placement = default_only,
-        regions: Sequence[str] = (), max_queues: int = 0, switch_ms: int = SWITCH_MS,
-    ) -> None:
-        # A FIFO resharding's switch is this far ahead: longer than a front end keeps an
-        # older copy of the queue record (`domain.fifo_ranges`).
-        self._switch_ms = switch_ms
-        self._regions = tuple(regions)
-        self._max_queues = max_queues  # per account and region (0: no quota)
-        self._repo = repo
-        self._messages = messages
-        self._clock = clock
-        self._place = place
-
-    # -- lookup ------------------------------------------------------------------------
-    def get(self, account: str, name: str) -> QueueRecord:
-        """The active queue, or QueueDoesNotExist."""
-        return self.active(self._repo.get(queue_id_of(account, name)))
-
-    @staticmethod
-    def active(record: QueueRecord | None) -> QueueRecord:
-        """The record if it is of an active queue, or QueueDoesNotExist."""
-        if record is None or record.status is not QueueStatus.ACTIVE:
-            raise QueueDoesNotExistError()
-        return record
-
-    def find(self, queue_id: str, fresh: bool = False) -> QueueRecord | None:
-        """The record of a queue in this region, whatever its status, or None."""
-        return self._repo.get(queue_id, fresh=fresh)
-
-    def by_arn(self, arn: str) -> QueueRecord | None:
-        """The active queue with this ARN, or None."""
-        parts = parse_queue_arn(arn)
-        if parts is None:
-            return None
-        record = self._repo.get(queue_id_of(parts[1], parts[2]))
-        if record is None or record.status is not QueueStatus.ACTIVE:
-            return None
-        return record
 
     # -- create and delete ---------------------------------------------------------------
     def create(
@@ -162,7 +110,7 @@ class QueueService:
                     return reused
             # Another request changed the name's record (a delete long ago, recreated or
             # deleted again); the client's retry sees the new record.
-            raise _contended(record.queue_id) from None
+            raise contended(record.queue_id) from None
 
     def _reuse_existing(
         self, existing: QueueRecord, given: Mapping[str, str], now: int
@@ -306,44 +254,6 @@ class QueueService:
             record = record.with_changes(replication_mode=mode)
         return record
 
-    # -- shards (the internal cluster manager) -----------------------------------------
-    def set_shard_count(self, queue: QueueRecord, count: int) -> QueueRecord:
-        """Scale a queue out or in; shards scaled in drain before they are forgotten (a
-        FIFO queue's split and merge hash ranges: `reshaped`)."""
-        now = self._clock.now_ms()
-        return self._update(queue, lambda q: q.with_changes(
-            shards=reshaped(q, count, self._new_shard_cluster(q), now, self._switch_ms),
-            modified_ms=now))
-
-    def split(self, queue: QueueRecord, cluster: str) -> QueueRecord:
-        """Spread a hot queue onto another cluster: as many new shards there as it has."""
-        if is_fifo(queue):
-            raise _fixed_shards()
-        now = self._clock.now_ms()
-
-        def spread(current: QueueRecord) -> QueueRecord:
-            if any(s.cluster == cluster for s in current.active_shards):
-                return current
-            return current.with_changes(shards=split(current.shards, cluster),
-                                        modified_ms=now)
-
-        return self._update(queue, spread)
-
-    def draining_queues(self) -> tuple[QueueRecord, ...]:
-        """Active queues with shards still draining (a back-end sweep, never a request)."""
-        return tuple(q for q in self._repo.scan_active() if len(q.shards) > q.shard_count)
-
-    def forget_drained(self, queue: QueueRecord) -> QueueRecord:
-        """Drop draining shards that are empty and past the grace period."""
-        gone = {s.id for s in self._messages.drained_shards(queue)}
-        if not gone:
-            return queue
-        kept = tuple(s for s in queue.shards if s.id not in gone)
-        try:
-            return self._repo.save(queue.with_changes(shards=kept))
-        except ConcurrentChangeError:
-            return queue  # changed meanwhile: the next sweep looks again
-
     def _placement(self, queue_id: str, given: Mapping[str, str]) -> str:
         """A new queue's cluster: the one DmqCluster names (if configured), else the ring's."""
         try:
@@ -351,12 +261,6 @@ class QueueService:
         except NoSuchClusterError as exc:
             raise InvalidAttributeValueError(
                 f"Invalid value for the parameter {attrs.CLUSTER}. Reason: {exc}") from None
-
-    def _new_shard_cluster(self, queue: QueueRecord) -> str:
-        """New shards join the cluster that holds most of the queue's active shards."""
-        clusters = [s.cluster for s in queue.active_shards] or [s.cluster for s in queue.shards]
-        return max(set(clusters), key=clusters.count) if clusters else self._place(
-            queue.queue_id)
 
     def _check_redrive(self, account: str, source_arn: str, given: Mapping[str, str],
                        fifo: bool = False) -> None:
@@ -381,88 +285,6 @@ class QueueService:
                 f"Value {raw} for parameter RedrivePolicy is invalid. Reason: {reason}"
             )
 
-    def _update(
-        self, queue: QueueRecord, change: Callable[[QueueRecord], QueueRecord], count: int = 0,
-    ) -> QueueRecord:
-        """Save `change(queue)`; when another writer got there first, apply the change
-        again to a fresh read (QueueDoesNotExist once the queue is gone), a bounded number
-        of times, then ask the client to retry (503, which the SDKs retry)."""
-        current = queue
-        for attempt in range(WRITE_ATTEMPTS):
-            changed = change(current)
-            if changed is current:
-                return current
-            try:
-                return self._repo.save(changed, count=count)
-            except ConcurrentChangeError:
-                if attempt + 1 < WRITE_ATTEMPTS:
-                    time.sleep(random.uniform(0, WRITE_PAUSE_S * (attempt + 1)))
-            fresh = self._repo.get(queue.queue_id, fresh=True)
-            if fresh is None or fresh.status is not QueueStatus.ACTIVE:
-                raise QueueDoesNotExistError()
-            current = fresh
-        raise _contended(queue.queue_id)
-
-    # -- permissions -----------------------------------------------------------------------
-    def add_permission(
-        self, queue: QueueRecord, label: str, account_ids: Sequence[str], actions: Sequence[str]
-    ) -> None:
-        """AddPermission: a statement labelled `label` joins the queue's Policy."""
-        permissions.check_label(label)
-        permissions.check_grant(account_ids, actions)
-        self._edit_policy(queue, lambda q: permissions.with_permission(
-            q.attributes.get("Policy", ""), q.arn, label, account_ids, actions))
-
-    def remove_permission(self, queue: QueueRecord, label: str) -> None:
-        """RemovePermission: the statement labelled `label` leaves the queue's Policy."""
-        self._edit_policy(queue, lambda q: permissions.without_permission(
-            q.attributes.get("Policy", ""), q.arn, label))
-
-    def _edit_policy(self, queue: QueueRecord, edit: Callable[[QueueRecord], str]) -> None:
-        """Apply a Policy edit to the current record (again after a concurrent write)."""
-        now = self._clock.now_ms()
-
-        def edited(current: QueueRecord) -> QueueRecord:
-            policy = edit(current)
-            changed = {k: v for k, v in current.attributes.items() if k != "Policy"}
-            if policy:
-                changed["Policy"] = policy
-            return current.with_changes(attributes=changed, modified_ms=now)
-
-        self._update(queue, edited)
-
-    # -- tags --------------------------------------------------------------------------------
-    def tag(self, queue: QueueRecord, tags: Mapping[str, str]) -> None:
-        """TagQueue: add or overwrite tags (at most 50 per queue)."""
-        check_tag_request(tags)
-        check_tags(tags, queue.name)
-        check_tags({**queue.tags, **tags}, queue.name)
-
-        def tagged(current: QueueRecord) -> QueueRecord:
-            combined = {**current.tags, **tags}
-            check_tags(combined, queue.name)
-            return current.with_changes(tags=combined)
-
-        self._update(queue, tagged)
-
-    def untag(self, queue: QueueRecord, keys: Sequence[str]) -> None:
-        """UntagQueue: remove tags; unknown keys are ignored."""
-        check_untag_request(keys)
-        self._update(queue, lambda q: q.with_changes(
-            tags={k: v for k, v in q.tags.items() if k not in keys}))
-
-
-def _contended(queue_id: str) -> ServiceUnavailableError:
-    logger.warning("metadata of %s kept changing under %d writes", queue_id, WRITE_ATTEMPTS)
-    return ServiceUnavailableError(
-        "The queue was changed by other requests at the same time; retry the request.")
-
-
-def _fixed_shards() -> InvalidAttributeValueError:
-    return InvalidAttributeValueError(
-        f"Invalid value for the parameter {attrs.SHARD_COUNT}. Reason: A FIFO queue's shards "
-        "split and merge ranges of message groups in place (set its shard count); they are "
-        "not spread onto another cluster.")
 
 
 def _split_extensions(given: Mapping[str, str]) -> tuple[dict[str, str], int | None]:
