@@ -38,8 +38,9 @@ from dmqlocal.per_thread import serve_from_threads
 
 logger = logging.getLogger("dmq.local")
 # Chalice's local gateway cannot evaluate the IAM authorizer of the admin routes and warns
-# that it lets every request through. DMQ's own middleware (app.py, admin_credentials)
-# checks the admin signature on those routes locally, so the warning would be false.
+# that it lets every request through. DMQ's own middleware (admin_credentials, in
+# chalicelib/handlers/admin_routes.py) checks the admin signature on those routes locally,
+# so the warning would be false.
 warnings.filterwarnings("ignore", message=r".*will be authorized to allow local testing",
                         category=UserWarning)
 # A local-only GET path answered beside the app: () -> (status, headers, body).
