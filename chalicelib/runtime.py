@@ -8,8 +8,8 @@ from dataclasses import replace
 from functools import partial
 
 from chalicelib.aws import Clients, new_session, store_config
-from chalicelib.backend.archive import DirectorySink, S3Sink, Sink, StreamArchiver
-from chalicelib.backend.bodies import BodyStore, FolderBodyStore
+from chalicelib.backend.archive import S3Sink, Sink, StreamArchiver
+from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_fifo import DynamoFifoStore
@@ -35,7 +35,7 @@ from chalicelib.metadata.secret_cipher import KmsCipher, LocalCipher, SecretCiph
 from chalicelib.metadata.subscriptions import SubscriptionRepository
 from chalicelib.metadata.throttle_buckets import BucketStore
 from chalicelib.regions import RegionHealth
-from chalicelib.runtime_types import Backend
+from chalicelib.runtime_types import Backend, LocalParts
 from chalicelib.secrets import console_key, receipt_key
 from chalicelib.service.autoscale import Autoscaler, ScaleEvent
 from chalicelib.service.clusters import ClusterManager
@@ -54,7 +54,7 @@ from chalicelib.service.sign_in_limits import SignInLimits
 from chalicelib.service.subscriptions import SubscriptionService
 from chalicelib.service.throttling import Throttle
 from chalicelib.service.usage import UsageMeter
-from chalicelib.settings import Settings, get_settings
+from chalicelib.settings import ConfigurationError, Settings, get_settings
 
 
 class Runtime:
@@ -83,6 +83,8 @@ class Runtime:
         # Waits until a region's counts took in its stream (the local server's pump);
         # None where nothing in process reads the streams (Lambda).
         self.count_catch_up: Callable[[str], None] | None = None
+        # The folders of the local runtime (bodies, archive), which it hands over here.
+        self.local: LocalParts | None = None
 
     @property
     def settings(self) -> Settings:
@@ -141,7 +143,7 @@ class Runtime:
                 if settings.archive_bucket:
                     self._sink = S3Sink(Clients(settings).s3, settings.archive_bucket)
                 elif settings.data_dir:
-                    self._sink = DirectorySink(settings.data_dir)
+                    self._sink = self._local_parts("DMQ_DATA_DIR").archive(settings.data_dir)
             return self._sink
 
     def archiver(self) -> StreamArchiver | None:
@@ -205,6 +207,14 @@ class Runtime:
                               if settings.sse_keys == "kms" else LocalKeys(settings.sse_key_path))
             return self._keys
 
+    def _local_parts(self, setting: str) -> LocalParts:
+        """The local runtime's folders, which a folder setting needs."""
+        if self.local is None:
+            raise ConfigurationError(
+                f"{setting} keeps data in a folder, which only the local server provides "
+                "(python -m dmqlocal); on AWS, leave it unset.")
+        return self.local
+
     def _get(self, region: str) -> tuple[Services, Backend]:
         with self._lock:
             if region not in self._built:
@@ -213,8 +223,8 @@ class Runtime:
 
     def _build(self, settings: Settings, region: str) -> tuple[Services, Backend]:
         clients = Clients(settings, region)
-        bodies = (FolderBodyStore(settings.bodies_dir) if settings.bodies_dir
-                  else BodyStore(clients.s3, settings.bodies_bucket))
+        bodies = (self._local_parts("DMQ_BODIES_DIR").bodies(settings.bodies_dir)
+                  if settings.bodies_dir else BodyStore(clients.s3, settings.bodies_bucket))
         counters = ShardCounters(clients.dynamodb, settings.control_table, clock=self._clock)
         self._guard_clusters(settings, clients)
         dynamo_stores = {

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from chalicelib.aws import Clients
+from chalicelib.backend.archive import Sink
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
@@ -29,3 +31,16 @@ class Backend:
 
 
 BackendOf = Callable[[str], Backend]
+
+
+class LocalParts(Protocol):
+    """What only the local runtime builds, from a folder: message bodies and the audit
+    archive on disk (`dmqlocal.folders`). The Lambda package carries none of it."""
+
+    def bodies(self, folder: str) -> BodyStore:
+        """Message bodies kept in `folder`."""
+        ...
+
+    def archive(self, folder: str) -> Sink:
+        """The audit archive under `folder`."""
+        ...

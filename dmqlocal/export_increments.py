@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.backend.archive import (
-    DirectorySink,
     json_lines_gz,
     redact_record,
     region_of,
     table_of,
 )
 from dmqlocal import export_folders as folders
+from dmqlocal.folders import DirectorySink
 from dmqlocal.handlers import StreamBinding
 from glue_jobs.common.chains import INCREMENTAL
 

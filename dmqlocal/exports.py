@@ -31,10 +31,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.backend.archive import DirectorySink, json_lines_gz, redact_image
+from chalicelib.backend.archive import json_lines_gz, redact_image
 from chalicelib.metadata.epoch import ensure_epoch
 from dmqlocal import export_folders as folders
 from dmqlocal.export_increments import IncrementalExporter
+from dmqlocal.folders import DirectorySink
 from dmqlocal.loops import PeriodicLoop
 from dmqlocal.stream_records import source_arn
 

@@ -20,6 +20,7 @@ from dmqlocal.activity import Activity
 from dmqlocal.dynamodb_local import DynamoDBLocal, StartCancelledError
 from dmqlocal.export_increments import IncrementalExporter
 from dmqlocal.exports import ExportTarget, PeriodicExporter, TableExporter
+from dmqlocal.folders import LocalFolders
 from dmqlocal.front_door import FrontDoor
 from dmqlocal.handlers import (
     StreamBinding,
@@ -115,6 +116,7 @@ class LocalDmq:
     def start(self) -> str:
         """Start the store, create the tables, then serve; return the endpoint URL."""
         settings, data_dir = self._start_store()
+        self._runtime.local = LocalFolders()
         self._runtime.configure(settings)
         bindings = local_stream_bindings(self._app, settings.queues_table,
                                          settings.all_regions)

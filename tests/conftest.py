@@ -21,10 +21,14 @@ from app import app, runtime
 from chalicelib.aws import Clients
 from chalicelib.settings import Settings
 from dmqlocal.embedded import EmbeddedAws
+from dmqlocal.folders import LocalFolders
 from dmqlocal.per_thread import serve_from_threads
 from infra import provision
 from tests.clocks import FakeClock
 from tests.count_pumps import CountPumps
+
+# The tests run the app as the local server does: with its folders for bodies and archives.
+runtime.local = LocalFolders()
 
 ENDPOINT = "http://dmq.test"
 # Tests call the app from threads, as the local server does.

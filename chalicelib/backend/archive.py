@@ -23,12 +23,9 @@ import copy
 import gzip
 import hashlib
 import json
-import os
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -45,22 +42,6 @@ class Sink(Protocol):
     """Where archive objects go."""
 
     def put(self, key: str, data: bytes) -> None: ...
-
-
-class DirectorySink:
-    """A folder on disk. Objects appear atomically: readers never see half a file."""
-
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
-
-    def put(self, key: str, data: bytes) -> None:
-        path = self.root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # A leading dot keeps Spark from reading the file before it is complete.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
 
 
 class S3Sink:

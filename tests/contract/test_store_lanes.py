@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.domain.lanes import LANE_BASE, to_noisy_lane
 from chalicelib.domain.messages import Message
+from dmqlocal.folders import FolderBodyStore
 from tests.contract.conftest import Store, stream_counter
 
 # Real time: DynamoDB Local runs TTL, and would delete items whose expires_at is past.

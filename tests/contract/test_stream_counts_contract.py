@@ -8,11 +8,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from chalicelib.backend.bodies import FolderBodyStore
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.shard_load import SETTLE_MS, SLOT_MS, ShardLoad
 from chalicelib.domain.messages import Counts, Message, MessageRef
+from dmqlocal.folders import FolderBodyStore
 from tests.contract.conftest import Store, stream_counter
 
 NOW = int(time.time() * 1000)  # DynamoDB Local runs TTL: expiry must be in the future

@@ -26,10 +26,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 import app as dmq_app
-from chalicelib.backend.archive import DirectorySink, Sink
+from chalicelib.backend.archive import Sink
 from chalicelib.backend.items import key
 from chalicelib.settings import Settings
 from dmqlocal import audit
+from dmqlocal.folders import DirectorySink
 from dmqlocal.runner import LocalDmq, LocalOptions
 
 MESSAGES = 2_000

@@ -9,12 +9,15 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from chalicelib.aws import Clients
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.epoch import EPOCH_KEY, ensure_epoch, read_epoch
 from chalicelib.runtime import Runtime
-from chalicelib.settings import Settings
+from chalicelib.settings import ConfigurationError, Settings
 from dmqlocal.embedded import EmbeddedAws
+from dmqlocal.folders import LocalFolders
 from infra import provision
 
 CONTROL = "dmq-control"
@@ -79,6 +82,7 @@ def test_the_archive_stamps_each_record_and_key_with_its_store_epoch(
         aws: Clients, settings: Settings, tmp_path: Path) -> None:
     # GIVEN the runtime archiving into a data folder
     runtime = Runtime(replace(settings, data_dir=str(tmp_path)))
+    runtime.local = LocalFolders()
     archiver = runtime.archiver()
     assert archiver is not None
     record = {"eventName": "INSERT", "awsRegion": "us-east-1",
@@ -92,3 +96,14 @@ def test_the_archive_stamps_each_record_and_key_with_its_store_epoch(
     assert key is not None and key.endswith(f"/us-east-1-{epoch}-7-7.json.gz")
     (line,) = gzip.decompress((tmp_path / key).read_bytes()).splitlines()
     assert json.loads(line)["dmqEpoch"] == epoch
+
+
+def test_a_folder_setting_without_the_local_server_is_refused_clearly(
+        aws: Clients, settings: Settings, tmp_path: Path) -> None:
+    # GIVEN the runtime as on Lambda (no local folders handed over), told to use folders
+    runtime = Runtime(replace(settings, data_dir=str(tmp_path), bodies_dir=str(tmp_path)))
+    # THEN it says which setting needs the local server, instead of failing later
+    with pytest.raises(ConfigurationError, match="DMQ_DATA_DIR keeps data in a folder"):
+        runtime.archiver()
+    with pytest.raises(ConfigurationError, match="DMQ_BODIES_DIR keeps data in a folder"):
+        runtime.services_for("us-east-1")

@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from chalicelib.backend.archive import DirectorySink, StreamArchiver
+from chalicelib.backend.archive import StreamArchiver
 from dmqlocal import audit
+from dmqlocal.folders import DirectorySink
 
 REGION = "us-east-1"
 TABLE = "dmq-messages"

@@ -8,7 +8,8 @@ from typing import Any
 
 from pyspark.testing import assertDataFrameEqual
 
-from chalicelib.backend.archive import DirectorySink, StreamArchiver
+from chalicelib.backend.archive import StreamArchiver
+from dmqlocal.folders import DirectorySink
 from glue_jobs.common import io
 from glue_jobs.common.events import dedupe_records, events_from_records
 from glue_jobs.common.schemas import STREAM_RECORD
