@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from chalicelib.aws import Clients, new_session, store_config
+from chalicelib import runtime_keys
+from chalicelib.aws import Clients
 from chalicelib.backend.archive import S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.clusters import ClusterStores
@@ -15,7 +16,7 @@ from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_fifo import DynamoFifoStore
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.guard import guard_client, state_store_for
-from chalicelib.backend.keys import KeyWrapper, KmsKeys, LocalKeys
+from chalicelib.backend.keys import KeyWrapper
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.client_regions import ClientRegions, Opener
 from chalicelib.clock import Clock, SystemClock
@@ -26,12 +27,10 @@ from chalicelib.domain.throttling import limit_of
 from chalicelib.frontend.admission import Admission
 from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
-from chalicelib.metadata.access_keys import AccessKeyRepository
 from chalicelib.metadata.autoscale_states import AutoscaleStates
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.repository import QueueRepository
-from chalicelib.metadata.secret_cipher import KmsCipher, LocalCipher, SecretCipher
 from chalicelib.metadata.subscriptions import SubscriptionRepository
 from chalicelib.metadata.throttle_buckets import BucketStore
 from chalicelib.regions import RegionHealth
@@ -202,9 +201,7 @@ class Runtime:
         region's services share it, and with it the local key file's master key)."""
         with self._key_lock:
             if self._keys is None:
-                self._keys = (KmsKeys(settings.region, settings.kms_endpoint,
-                                      store_config(settings))
-                              if settings.sse_keys == "kms" else LocalKeys(settings.sse_key_path))
+                self._keys = runtime_keys.key_wrapper(settings)
             return self._keys
 
     def _local_parts(self, setting: str) -> LocalParts:
@@ -221,18 +218,21 @@ class Runtime:
                 self._built[region] = self._build(self.settings, region)
             return self._built[region]
 
+    def _message_stores(self, settings: Settings, clients: Clients, bodies: BodyStore,
+                        counters: ShardCounters) -> dict[str, DynamoMessageStore]:
+        """Each cluster's message store, its client behind the cluster's guard."""
+        self._guard_clusters(settings, clients)
+        return {cluster: DynamoMessageStore(clients.cluster_dynamodb(cluster),
+                                            settings.cluster_table(cluster), bodies,
+                                            settings.inline_body_limit, counters)
+                for cluster in settings.clusters}
+
     def _build(self, settings: Settings, region: str) -> tuple[Services, Backend]:
         clients = Clients(settings, region)
         bodies = (self._local_parts("DMQ_BODIES_DIR").bodies(settings.bodies_dir)
                   if settings.bodies_dir else BodyStore(clients.s3, settings.bodies_bucket))
         counters = ShardCounters(clients.dynamodb, settings.control_table, clock=self._clock)
-        self._guard_clusters(settings, clients)
-        dynamo_stores = {
-            cluster: DynamoMessageStore(clients.cluster_dynamodb(cluster),
-                                        settings.cluster_table(cluster), bodies,
-                                        settings.inline_body_limit, counters)
-            for cluster in settings.clusters
-        }
+        dynamo_stores = self._message_stores(settings, clients, bodies, counters)
         stores = ClusterStores(dynamo_stores, apart=[
             c for c in settings.clusters if settings.cluster_endpoint(c)])
         repo = QueueRepository(
@@ -311,29 +311,9 @@ class Runtime:
         table; built once per container."""
         with self._lock:
             if self._identities is None:
-                self._identities = self._build_identities(self.settings)
+                self._identities = runtime_keys.identities(
+                    self.settings, self._clock, partial(self._receipt_key, self.settings))
             return self._identities
-
-    def _build_identities(self, settings: Settings) -> Identities:
-        clients = Clients(settings)
-        cipher: SecretCipher
-        if settings.keys_kms_key_id:
-            kms = new_session().client(
-                "kms", region_name=settings.region, config=store_config(settings))
-            cipher = KmsCipher(kms, settings.keys_kms_key_id)
-        else:
-            key_file = settings.keys_key_file or (
-                f"{settings.data_dir}/access-keys.key" if settings.data_dir else None)
-            # With a key file (every data folder) the secrets are sealed under that file's
-            # own key, whatever the receipt key is; only a container without one (Lambda
-            # without KMS) derives the key from the deployment's secret receipt key.
-            cipher = LocalCipher(key_file, None if key_file else self._receipt_key(settings))
-        root = (settings.root_access_key_id, settings.root_secret_access_key)
-        return Identities(
-            AccessKeyRepository(clients.dynamodb, settings.control_table), cipher, self._clock,
-            settings.auth, settings.account_id,
-            (root[0], root[1]) if root[0] and root[1] else None,
-            settings.metadata_cache_seconds)
 
     def admission(self) -> Admission:
         """The front door of SQS requests (authentication, the accounts' concurrency

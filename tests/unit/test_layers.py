@@ -39,6 +39,7 @@ ROOT_MODULES = {
     "chalicelib.settings_serving": "base",
     "chalicelib.settings_storage": "base",
     "chalicelib.runtime_types": "wiring",
+    "chalicelib.runtime_keys": "wiring",
 }
 PACKAGES = ("domain", "backend", "metadata", "service", "frontend", "handlers")
 
@@ -60,6 +61,8 @@ EXEMPT_MODULES = {
     "chalicelib.runtime": "builds the stores, repositories and services of each region",
     "chalicelib.runtime_types": "names the handles of one region (stores, repositories, "
     "clients) that the runtime builds",
+    "chalicelib.runtime_keys": "chooses the runtime's key wrapper and secret cipher (KMS "
+    "or key files) and builds the identities over them",
     "chalicelib.client_regions": "the runtime's client regions: refuses an opening with "
     "the SQS errors the services raise",
 }
