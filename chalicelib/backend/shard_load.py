@@ -10,7 +10,7 @@ request-path cost. Slots older than `KEPT_SLOTS` are removed by the next write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,9 +74,17 @@ class ShardLoad:
     def quiet_since_ms(self, threshold: float) -> int | None:
         """When the trailing run of slots whose busier rate is under `threshold` began
         (None when the newest slot is not under it)."""
+        return self._trailing(lambda rate: rate < threshold)
+
+    def busy_since_ms(self, threshold: float) -> int | None:
+        """When the trailing run of slots whose busier rate is over `threshold` began
+        (None when the newest slot is not over it)."""
+        return self._trailing(lambda rate: rate > threshold)
+
+    def _trailing(self, holds: Callable[[float], bool]) -> int | None:
         start = None
         for offset in range(len(self.slots) - 1, -1, -1):
-            if max(self.slots[offset]) >= threshold:
+            if not holds(max(self.slots[offset])):
                 break
             start = (self.first_slot + offset) * SLOT_MS
         return start

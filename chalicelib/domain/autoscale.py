@@ -2,7 +2,9 @@
 
 The rules follow systems that scale partitions under live traffic:
 - split only after the load per shard has stayed over the target for `checks`
-  consecutive checks (Pulsar splits a bundle after three), so a burst does not split;
+  consecutive checks (Pulsar splits a bundle after three), or for that many intervals
+  since its first busy slot (the local timer checks again then), so a burst does not
+  split;
 - never more than x2 or /2 in one step (Kinesis resharding), and a split aims at
   `headroom` of the target (the Kinesis scaling utility scales up at 80%), so the load
   after it is not at the edge again;
@@ -57,6 +59,7 @@ class ScaleState:
     """What the autoscaler remembers of a queue between checks."""
 
     above: int = 0  # consecutive checks over the target
+    above_since_ms: int | None = None  # since when the load has been over the target
     below_since_ms: int | None = None  # since when every check was under the low mark
     changed_ms: int = 0  # the last split or merge
     pinned: bool = False  # an admin set the shard count: no automatic change
@@ -76,40 +79,75 @@ class Decision:
 
 def decide(policy: ScalePolicy, active: int, rate: float, state: ScaleState,
            now_ms: int, window_start_ms: int | None = None,
-           quiet_since_ms: int | None = None) -> Decision:
+           quiet_since_ms: int | None = None, busy_since_ms: int | None = None) -> Decision:
     """The shard count for a queue with `active` shards carrying `rate` messages/s over
     a window that began at `window_start_ms` (default: `window_ms` before now), quiet
-    since `quiet_since_ms` when known (default: the window's start)."""
+    since `quiet_since_ms`, or over the target since `busy_since_ms`, when the load's
+    slots tell (default: the window's start)."""
     if window_start_ms is None:
         window_start_ms = now_ms - policy.window_ms
-    if quiet_since_ms is None:
-        quiet_since_ms = window_start_ms
     if state.pinned or not policy.enabled:
         return Decision(active, state)
-    per_shard = rate / max(active, 1)
-    if per_shard > policy.target_rate:
-        state = replace(state, above=state.above + 1, below_since_ms=None)
-    elif per_shard < policy.target_rate * policy.low_fraction:
-        # The queue has been quiet since its last busy slot ended, at least.
-        state = replace(state, above=0, below_since_ms=(
-            quiet_since_ms if state.below_since_ms is None else state.below_since_ms))
-    else:
-        state = replace(state, above=0, below_since_ms=None)
-    if state.above >= policy.checks and active < MAX_SHARDS:
+    state = _observed(policy, rate / max(active, 1), state, window_start_ms, quiet_since_ms,
+                      busy_since_ms)
+    if active < MAX_SHARDS and (state.above >= policy.checks or _due(
+            _split_due_ms(policy, state), now_ms)):
         wanted = min(2 * active, MAX_SHARDS, max(active + 1, policy.needed(rate)))
-        return Decision(wanted, replace(state, above=0, changed_ms=now_ms))
-    due = next_due_ms(policy, active, state)
-    if due is not None and now_ms >= due:
+        return Decision(wanted, replace(state, above=0, above_since_ms=None,
+                                        changed_ms=now_ms))
+    if _due(_merge_due_ms(policy, active, state), now_ms):
         wanted = max(math.ceil(active / 2), policy.needed(rate))
         if wanted < active:
             return Decision(wanted, replace(state, changed_ms=now_ms))
     return Decision(active, state)
 
 
-def next_due_ms(policy: ScalePolicy, active: int, state: ScaleState) -> int | None:
-    """When the queue may next merge, if it stays quiet: the cool-down after its quiet
-    time began, and an interval after its last change (None: no merge is in sight)."""
-    if state.pinned or not policy.enabled or active <= 1 or state.below_since_ms is None:
+def _observed(policy: ScalePolicy, per_shard: float, state: ScaleState,
+              window_start_ms: int, quiet_since_ms: int | None,
+              busy_since_ms: int | None) -> ScaleState:
+    """The state once this check's load is counted: over the target (since its first busy
+    slot, never before the last change), under the low mark (since its first quiet
+    slot), or between the two."""
+    if per_shard > policy.target_rate:
+        since = state.above_since_ms
+        if since is None:
+            since = max(window_start_ms if busy_since_ms is None else busy_since_ms,
+                        state.changed_ms)
+        return replace(state, above=state.above + 1, above_since_ms=since, below_since_ms=None)
+    if per_shard < policy.target_rate * policy.low_fraction:
+        below = state.below_since_ms
+        if below is None:
+            below = window_start_ms if quiet_since_ms is None else quiet_since_ms
+        return replace(state, above=0, above_since_ms=None, below_since_ms=below)
+    return replace(state, above=0, above_since_ms=None, below_since_ms=None)
+
+
+def _due(at_ms: int | None, now_ms: int) -> bool:
+    return at_ms is not None and now_ms >= at_ms
+
+
+def _split_due_ms(policy: ScalePolicy, state: ScaleState) -> int | None:
+    """When an excess that lasts splits: `checks` intervals after it began."""
+    if state.above_since_ms is None:
+        return None
+    return state.above_since_ms + round(policy.checks * policy.interval_s * 1000)
+
+
+def _merge_due_ms(policy: ScalePolicy, active: int, state: ScaleState) -> int | None:
+    """When a quiet queue merges: the cool-down after its quiet time began, and an
+    interval after its last change."""
+    if active <= 1 or state.below_since_ms is None:
         return None
     return max(state.below_since_ms + round(policy.cooldown_s * 1000),
                state.changed_ms + round(policy.interval_s * 1000))
+
+
+def next_due_ms(policy: ScalePolicy, active: int, state: ScaleState) -> int | None:
+    """When the queue should be checked again, sooner than its interval, if its load
+    stays as it is: a lasting excess splits, a lasting quiet merges (None: nothing in
+    sight)."""
+    if state.pinned or not policy.enabled:
+        return None
+    due = [at for at in (_split_due_ms(policy, state) if active < MAX_SHARDS else None,
+                         _merge_due_ms(policy, active, state)) if at is not None]
+    return min(due, default=None)

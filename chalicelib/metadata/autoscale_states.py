@@ -27,7 +27,9 @@ def _key(queue_id: str) -> dict[str, Any]:
 
 def _state(item: dict[str, Any]) -> ScaleState:
     below = item.get("below_since", {}).get("N")
+    above_since = item.get("above_since", {}).get("N")
     return ScaleState(above=int(item.get("above", {}).get("N", "0")),
+                      above_since_ms=int(above_since) if above_since is not None else None,
                       below_since_ms=int(below) if below is not None else None,
                       changed_ms=int(item.get("changed", {}).get("N", "0")),
                       pinned=bool(item.get("pinned", {}).get("BOOL", False)))
@@ -57,11 +59,16 @@ class AutoscaleStates:
         values: dict[str, Any] = {":above": {"N": str(state.above)},
                                   ":changed": {"N": str(state.changed_ms)}}
         update = "SET above = :above, changed = :changed"
-        if state.below_since_ms is None:
-            update += " REMOVE below_since"
-        else:
-            update += ", below_since = :below"
-            values[":below"] = {"N": str(state.below_since_ms)}
+        removed = []
+        for name, value in (("below_since", state.below_since_ms),
+                            ("above_since", state.above_since_ms)):
+            if value is None:
+                removed.append(name)
+            else:
+                update += f", {name} = :{name}"
+                values[f":{name}"] = {"N": str(value)}
+        if removed:
+            update += " REMOVE " + ", ".join(removed)
         with translate_errors():
             self._db.update_item(TableName=self._table, Key=_key(queue_id),
                                  UpdateExpression=update, ExpressionAttributeValues=values)

@@ -75,8 +75,10 @@ class Autoscaler:
         for queue in queues:
             state, load = states[queue.queue_id], loads[queue.queue_id]
             low = self.policy.target_rate * self.policy.low_fraction * queue.shard_count
+            high = self.policy.target_rate * queue.shard_count
             decision = decide(self.policy, queue.shard_count, load.busiest, state, now,
-                              window_start(now, self.policy.window_ms), load.quiet_since_ms(low))
+                              window_start(now, self.policy.window_ms), load.quiet_since_ms(low),
+                              load.busy_since_ms(high))
             active = queue.shard_count
             if decision.shards != queue.shard_count:
                 event = self._scale(queue, decision.shards, load.busiest)

@@ -12,7 +12,7 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.domain.autoscale import ScalePolicy
+from chalicelib.domain.autoscale import ScalePolicy, ScaleState
 from chalicelib.metadata.autoscale_states import AutoscaleStates
 from chalicelib.service.autoscale import Autoscaler, ScaleEvent
 from tests.clocks import FakeClock
@@ -191,3 +191,13 @@ def test_a_shard_count_the_caller_sets_pins_the_queue(sqs: Any, dmq: Client) -> 
              for name in ("plain", "wide", "later", "fifo.fifo", "fifo-wide.fifo")}
     assert modes == {"plain": "auto", "wide": "pinned", "later": "pinned", "fifo.fifo": "auto",
                      "fifo-wide.fifo": "pinned"}
+
+
+def test_the_state_keeps_when_an_excess_and_a_quiet_time_began(aws: Clients) -> None:
+    states = AutoscaleStates(aws.dynamodb, "dmq-control")
+    busy = ScaleState(above=1, above_since_ms=1_000, changed_ms=500)
+    states.put("acct/q", busy)
+    assert states.get("acct/q") == busy
+    quiet = ScaleState(below_since_ms=2_000, changed_ms=500)
+    states.put("acct/q", quiet)  # the excess's start is removed, the quiet time's kept
+    assert states.get("acct/q") == quiet

@@ -107,3 +107,29 @@ def test_a_loads_quiet_time_is_its_trailing_run_of_quiet_slots() -> None:
     assert ShardLoad(0.0, 0.0, ((0.0, 0.0), (20.0, 0.0)), 7).quiet_since_ms(14.0) is None
     both = load + ShardLoad(0.0, 0.0, ((0.0, 0.0), (5.0, 0.0), (0.0, 0.0), (0.0, 0.0)), 100)
     assert both.slots[1] == (17.0, 9.0) and both.quiet_since_ms(14.0) == 102 * SLOT_MS
+
+
+def test_an_excess_splits_once_it_has_lasted_the_checks_intervals_from_its_first_busy_slot(
+) -> None:
+    # GIVEN a check that sees the load over the target since a slot 4 s before its window
+    # ended (the slots say so), with 3 checks of 10 s to wait
+    first = decide(POLICY, 2, 500.0, ScaleState(), 50_000, 38_000, busy_since_ms=44_000)
+    assert first.shards == 2 and first.state.above_since_ms == 44_000
+    # THEN the split falls due 30 s after the excess began, not at the third check
+    assert next_due_ms(POLICY, 2, first.state) == 74_000
+    assert decide(POLICY, 2, 500.0, first.state, 73_999).shards == 2
+    split = decide(POLICY, 2, 500.0, first.state, 74_000)
+    assert split.shards == 4 and split.state.above_since_ms is None
+    # AND an excess never counts from before the last change
+    after = decide(POLICY, 4, 900.0, split.state, 80_000, 68_000, busy_since_ms=60_000)
+    assert after.state.above_since_ms == 74_000
+    # AND a check under the target forgets the excess
+    calm = decide(POLICY, 2, 150.0, first.state, 60_000)
+    assert calm.state.above_since_ms is None and next_due_ms(POLICY, 2, calm.state) is None
+
+
+def test_a_loads_busy_time_is_its_trailing_run_of_busy_slots() -> None:
+    load = ShardLoad(0.0, 0.0, ((0.0, 0.0), (30.0, 2.0), (10.0, 50.0), (60.0, 0.0)), 10)
+    assert load.busy_since_ms(20.0) == 11 * SLOT_MS
+    assert load.busy_since_ms(55.0) == 13 * SLOT_MS
+    assert load.busy_since_ms(60.0) is None
