@@ -79,6 +79,9 @@ class LocalDmq:
     def __init__(self, app: Chalice, runtime: Runtime, options: LocalOptions) -> None:
         self._app = app
         self._runtime = runtime
+        # Bodies and the archive in folders: the runtime builds them from these, even for
+        # a stop that comes before the start is done.
+        runtime.local = LocalFolders()
         self.options = options
         self._store: LocalStore | None = None
         self.server: LocalServer | None = None
@@ -116,7 +119,6 @@ class LocalDmq:
     def start(self) -> str:
         """Start the store, create the tables, then serve; return the endpoint URL."""
         settings, data_dir = self._start_store()
-        self._runtime.local = LocalFolders()
         self._runtime.configure(settings)
         bindings = local_stream_bindings(self._app, settings.queues_table,
                                          settings.all_regions)
