@@ -72,6 +72,25 @@ class Message:
         """A copy with some fields replaced."""
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def system_values(self) -> dict[str, str]:
+        """Every system attribute the message has, by its SQS name, as text: what a
+        receive returns for `All`, a push event carries, and the console shows."""
+        values = {"SenderId": self.sender_id, "SentTimestamp": str(self.sent_ms),
+                  "ApproximateReceiveCount": str(self.receive_count),
+                  "ApproximateFirstReceiveTimestamp": str(self.first_receive_ms)}
+        if self.group_id is not None:
+            values["MessageGroupId"] = self.group_id
+        if self.dedup_id:
+            values["MessageDeduplicationId"] = self.dedup_id
+        if self.sequence_number:
+            values["SequenceNumber"] = self.sequence_number
+        trace = self.system_attributes.get("AWSTraceHeader")
+        if trace is not None and trace.string_value:
+            values["AWSTraceHeader"] = trace.string_value
+        if self.dead_letter_source_arn:
+            values["DeadLetterQueueSourceArn"] = self.dead_letter_source_arn
+        return values
+
     def moved_to_dead_letters(
         self, now_ms: int, retention_ms: int, source_arn: str | None = None
     ) -> Message:

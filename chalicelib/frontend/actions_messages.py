@@ -115,23 +115,7 @@ def receive_message(svc: Services, ctx: RequestContext, p: Params) -> Response:
 
 def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
     """The system attributes asked for (`All`: every one the message has)."""
-    values = {
-        "SenderId": message.sender_id,
-        "SentTimestamp": str(message.sent_ms),
-        "ApproximateReceiveCount": str(message.receive_count),
-        "ApproximateFirstReceiveTimestamp": str(message.first_receive_ms),
-    }
-    fifo_values = {"MessageGroupId": message.group_id,
-                   "MessageDeduplicationId": message.dedup_id,
-                   "SequenceNumber": message.sequence_number}
-    values.update({k: v for k, v in fifo_values.items() if v})
-    trace = message.system_attributes.get("AWSTraceHeader")
-    if trace is not None and trace.string_value:
-        values["AWSTraceHeader"] = trace.string_value
-    if message.dead_letter_source_arn:
-        values["DeadLetterQueueSourceArn"] = message.dead_letter_source_arn
-    if message.group_id is not None:
-        values["MessageGroupId"] = message.group_id
+    values = message.system_values()
     every = "All" in names
     return {k: values[k] for k in SYSTEM_NAMES if k in values and (every or k in names)}
 

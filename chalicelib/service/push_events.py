@@ -15,24 +15,7 @@ EVENT_SOURCE = "aws:sqs"
 
 def _attributes(message: Message) -> dict[str, str]:
     """The system attributes Lambda puts in `attributes` (every one the message has)."""
-    values = {
-        "ApproximateReceiveCount": str(message.receive_count),
-        "SentTimestamp": str(message.sent_ms),
-        "SenderId": message.sender_id,
-        "ApproximateFirstReceiveTimestamp": str(message.first_receive_ms),
-    }
-    if message.sequence_number:
-        values["SequenceNumber"] = message.sequence_number
-    if message.group_id is not None:
-        values["MessageGroupId"] = message.group_id
-    if message.dedup_id:
-        values["MessageDeduplicationId"] = message.dedup_id
-    trace = message.system_attributes.get("AWSTraceHeader")
-    if trace is not None and trace.string_value:
-        values["AWSTraceHeader"] = trace.string_value
-    if message.dead_letter_source_arn:
-        values["DeadLetterQueueSourceArn"] = message.dead_letter_source_arn
-    return values
+    return message.system_values()
 
 
 def _attribute(value: AttributeValue) -> dict[str, Any]:

@@ -34,17 +34,11 @@ def peeked(message: Message, now: int) -> dict[str, Any]:
     """A message as the peek table shows it: state, body, attributes, system attributes."""
     state = ("delayed" if message.is_delayed(now)
              else "in flight" if message.visible_at > now else "visible")
-    system: dict[str, str] = {"SenderId": message.sender_id,
-                              "SentTimestamp": str(message.sent_ms),
-                              "ApproximateReceiveCount": str(message.receive_count)}
-    if message.first_receive_ms:
-        system["ApproximateFirstReceiveTimestamp"] = str(message.first_receive_ms)
-    for key, value in (("MessageGroupId", message.group_id),
-                       ("MessageDeduplicationId", message.dedup_id),
-                       ("SequenceNumber", message.sequence_number),
-                       ("DeadLetterQueueSourceArn", message.dead_letter_source_arn)):
-        if value:
-            system[key] = value
+    # Only what the message has: no first receive before one, no empty group.
+    system = {k: v for k, v in message.system_values().items()
+              if v or k != "MessageGroupId"}
+    if not message.first_receive_ms:
+        del system["ApproximateFirstReceiveTimestamp"]
     for key, attribute in sorted(message.system_attributes.items()):
         system[key] = shown_attribute(attribute)["value"]
     return {
