@@ -85,6 +85,23 @@ def _until(call: Callable[[], Any], timeout_s: float) -> tuple[Any, float]:
             time.sleep(0.2)
 
 
+def _frozen(pid: int, timeout_s: float = 5.0) -> None:
+    """Wait until every thread of `pid` is stopped. SIGSTOP takes effect thread by thread:
+    on a loaded machine a request sent at once was once still answered, in 0.0 s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = []
+        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+            try:
+                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                continue
+        if states and all(state in ("T", "t") for state in states):
+            return
+        assert time.monotonic() < deadline, f"the store's threads did not stop: {states}"
+        time.sleep(0.01)
+
+
 def test_a_frozen_store_gets_bounded_waits(store: DynamoDBLocal, dmq: str) -> None:
     sqs = _sqs(dmq)
     url = sqs.create_queue(QueueName="frozen")["QueueUrl"]
@@ -92,6 +109,7 @@ def test_a_frozen_store_gets_bounded_waits(store: DynamoDBLocal, dmq: str) -> No
     assert store.pid is not None
     os.kill(store.pid, signal.SIGSTOP)
     try:
+        _frozen(store.pid)
         calls = {
             "SendMessage": lambda: sqs.send_message(QueueUrl=url, MessageBody="during"),
             "ReceiveMessage (long poll)": lambda: sqs.receive_message(
