@@ -1,0 +1,196 @@
+"""Standard queues: sends spread over the active shards (or placed by their id when a
+request is deduplicated), receives by `StandardReceiver`, deletes and visibility changes
+on any claim, as SQS does for standard queues."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.store import NewPuts, VisibilityChange
+from chalicelib.backend.wakeups import Wakeups
+from chalicelib.clock import Clock
+from chalicelib.domain.messages import Counts, Message, MessageRef, VisibilityOutcome
+from chalicelib.domain.queues import QueueRecord
+from chalicelib.service import fairness
+from chalicelib.service import fifo as fifo_rules
+from chalicelib.service.exceptions import SqsError
+from chalicelib.service.message_kinds import (
+    Build,
+    QueueByArn,
+    Received,
+    ReceiveStats,
+    SendRequest,
+    Stored,
+    SyncReplicate,
+)
+from chalicelib.service.receipts import ReceiptCodec
+from chalicelib.service.request_dedup import SendCall, shard_for
+from chalicelib.service.standard_receive import ShardHints, StandardReceiver
+
+
+class StandardMessages:
+    """The message operations of standard queues (`message_kinds.MessageKind`)."""
+
+    def __init__(self, stores: ClusterStores, receipts: ReceiptCodec, clock: Clock,
+                 wakeups: Wakeups, queue_by_arn: QueueByArn, fair: fairness.Fairness,
+                 sync_replicas: SyncReplicate) -> None:
+        self._stores = stores
+        self._clock = clock
+        self.fairness = fair
+        self._sync_replicas = sync_replicas
+        self._hints = ShardHints()
+        self._receiver = StandardReceiver(stores, receipts, clock, wakeups, queue_by_arn,
+                                          fair, self._hints)
+
+    @property
+    def stats(self) -> ReceiveStats:
+        """What the receives cost (read by the benchmark and tests)."""
+        return self._receiver.stats
+
+    # -- send -----------------------------------------------------------------------------
+    def check_batch(self, queue: QueueRecord,
+                    entries: Sequence[tuple[str | None, str | None]]) -> None:
+        """A standard queue takes any batch (each entry is checked on its own)."""
+
+    def prepare(self, queue: QueueRecord, request: SendRequest, now: int,
+                call: SendCall | None, build: Build) -> Message:
+        """A standard message; a deduplicated `call` gives it the id it derives for it."""
+        fifo_rules.check_standard_send(request.deduplication_id)
+        return build(request, call.message_id(request.entry_id, request.digest())
+                     if call else None)
+
+    def store(self, queue: QueueRecord, messages: list[Message],
+              call: SendCall | None) -> Stored:
+        """Store new messages; the ids not stored, and whether any message was written (a
+        retry's messages, stored already, are not)."""
+        if call is None:
+            unstored = self._store_spread(queue, messages)
+            return Stored(messages, frozenset(unstored), len(unstored) < len(messages))
+        return Stored(messages, frozenset(), bool(self._store_once(queue, call, messages).written))
+
+    def _store_spread(self, queue: QueueRecord, messages: list[Message]) -> set[str]:
+        """Spread the messages over the active shards of one cluster: one batch write.
+
+        The cluster is drawn with a weight of its active shard count, so a queue split
+        across clusters still fills every shard evenly over many batches.
+        """
+        if not messages:
+            return set()
+        cluster = random.choice(queue.active_shards).cluster
+        shards = [s for s in queue.active_shards if s.cluster == cluster]
+        placed = [(random.choice(shards).id, m) for m in messages]
+        placed = self.fairness.steer(queue.queue_id, placed, self._clock.now_ms())
+        unstored = self._stores.of(cluster).put_messages(queue.queue_id, placed)
+        for shard_id in {fairness.slot_of(shard_id, m) for shard_id, m in placed}:
+            self._hints.touch(queue.queue_id, shard_id)
+        stored = [(s, m) for s, m in placed if m.message_id not in unstored]
+        self._sync_replicas(queue, cluster, stored)
+        return unstored
+
+    def _store_once(self, queue: QueueRecord, call: SendCall, messages: list[Message]) -> NewPuts:
+        """Store the messages of a deduplicated call where their ids place them: the
+        call's cluster, the shard each id hashes to. A retry of the call finds the keys
+        taken and writes nothing; only what was written is replicated and marked."""
+        if not messages:
+            return NewPuts()
+        cluster = call.cluster(queue)
+        shards = [s for s in queue.active_shards if s.cluster == cluster]
+        placed = [(shard_for(m.message_id, shards), m) for m in messages]
+        placed = self.fairness.steer(queue.queue_id, placed, self._clock.now_ms())
+        puts = self._stores.of(cluster).put_new(queue.queue_id, placed)
+        written = [(s, m) for s, m in placed if m.message_id in puts.written]
+        for shard_id in {fairness.slot_of(shard_id, m) for shard_id, m in written}:
+            self._hints.touch(queue.queue_id, shard_id)
+        self._sync_replicas(queue, cluster, written)
+        return puts
+
+    # -- receive --------------------------------------------------------------------------
+    def replay(self, queue: QueueRecord, attempt_id: str | None) -> list[Received] | None:
+        """Standard queues ignore ReceiveRequestAttemptId: nothing to replay."""
+        return None
+
+    def receive_once(self, queue: QueueRecord, wanted: int, timeout: int,
+                     attempt_id: str | None) -> list[Received]:
+        """One pass over the shards (`StandardReceiver`)."""
+        return self._receiver.receive_once(queue, wanted, timeout)
+
+    # -- delete and visibility --------------------------------------------------------------
+    def delete(self, queue: QueueRecord,
+               refs: Sequence[tuple[str, str, MessageRef]]) -> list[tuple[str, SqsError]]:
+        """Any handle DMQ issued for a message deletes it (an older one of a redelivered
+        message included); one of a message already gone deletes nothing, and succeeds."""
+        for cluster, group in _by_cluster(queue, [ref for _, _, ref in refs]).items():
+            self._stores.of(cluster).delete_claimed(group, any_claim=True)
+        return []
+
+    def change_visibility(self, queue: QueueRecord, refs: Sequence[tuple[str, MessageRef]],
+                          timeouts: Mapping[str, int], now: int) -> list[VisibilityOutcome]:
+        """An older handle of a message in flight under a newer receive changes that
+        receive's visibility, as SQS does for standard queues."""
+        return self._change_visibility(queue, [
+            VisibilityChange(ref, now + timeouts[entry_id] * 1000, any_claim=True)
+            for entry_id, ref in refs], now)
+
+    def _change_visibility(
+        self, queue: QueueRecord, changes: list[VisibilityChange], now: int
+    ) -> list[VisibilityOutcome]:
+        """Each cluster's changes in one call; a shard the queue no longer has is not found."""
+        outcomes: dict[int, VisibilityOutcome] = {}
+        by_cluster: dict[str, list[int]] = {}
+        for index, change in enumerate(changes):
+            placed = queue.shard(change.ref.shard)
+            if placed is None:
+                outcomes[index] = VisibilityOutcome.NOT_FOUND
+            else:
+                by_cluster.setdefault(placed.cluster, []).append(index)
+        for cluster, indexes in by_cluster.items():
+            results = self._stores.of(cluster).change_visibility(
+                [changes[i] for i in indexes], now
+            )
+            outcomes.update(zip(indexes, results, strict=True))
+        for change in changes:
+            self._hints.touch(queue.queue_id, change.ref.shard)
+        return [outcomes[i] for i in range(len(changes))]
+
+    # -- queue-wide -------------------------------------------------------------------------
+    def purge(self, queue: QueueRecord) -> int:
+        """Delete every message of every shard."""
+        purged = sum(self._stores.of(s.cluster).purge(queue.queue_id, s.id)
+                     for s in queue.shards)
+        self._receiver.forget(queue.queue_id)
+        return purged
+
+    def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
+        """The oldest live messages of every shard, read without claiming."""
+        now = self._clock.now_ms()
+        found: list[Message] = []
+        for shard in queue.shards:
+            found += self._stores.of(shard.cluster).peek(queue.queue_id, shard.id, limit)
+        live = [m for m in found if not m.is_expired(now)]
+        return sorted(live, key=lambda m: (m.sent_ms, m.message_id))[:limit]
+
+    def counts(self, queue: QueueRecord) -> Counts:
+        """Approximate counts over every shard."""
+        now = self._clock.now_ms()
+        total = Counts()
+        for shard in queue.shards:
+            total = total + self._stores.of(shard.cluster).count(queue.queue_id, shard.id, now)
+        return total
+
+    def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
+        """Approximate counts of each shard."""
+        now = self._clock.now_ms()
+        return {s.id: self._stores.of(s.cluster).count(queue.queue_id, s.id, now)
+                for s in queue.shards}
+
+
+def _by_cluster(queue: QueueRecord, refs: list[MessageRef]) -> dict[str, list[MessageRef]]:
+    """Claims grouped by the cluster of their shard; a forgotten shard holds nothing."""
+    grouped: dict[str, list[MessageRef]] = {}
+    for ref in refs:
+        placed = queue.shard(ref.shard)
+        if placed is not None:
+            grouped.setdefault(placed.cluster, []).append(ref)
+    return grouped

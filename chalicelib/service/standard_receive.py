@@ -1,0 +1,320 @@
+"""A standard queue's receive: one pass over the shards from a random offset, the claims
+of each shard's visible candidates (read ahead by a frontier), expired messages dropped
+and over-received ones moved to the dead-letter queue."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+
+from chalicelib import observability
+from chalicelib.backend.clusters import ClusterStores
+from chalicelib.backend.store import CandidatePage
+from chalicelib.backend.wakeups import Wakeups
+from chalicelib.clock import Clock
+from chalicelib.domain.exceptions import StoreError
+from chalicelib.domain.lanes import LANE_BASE, lane_slot
+from chalicelib.domain.messages import Candidate, CandidateAction, MessageRef, new_claim_token
+from chalicelib.domain.queues import QueueRecord, Shard
+from chalicelib.service import fairness
+from chalicelib.service.frontier import Frontier
+from chalicelib.service.message_kinds import QueueByArn, Received, ReceiveStats
+from chalicelib.service.receipts import ReceiptCodec
+
+_CLAIM_ROUNDS = 3
+# A shard with nothing visible is skipped by this process's receives until its next hidden
+# message becomes visible, for at most this long, unless this process writes to it first.
+# Receives read the index this far past `now` to learn that time in the same request.
+# Like SQS short polling, a receive may then miss a message that another front end has
+# just sent; a long poll finds it on its next pass.
+EMPTY_HINT_MS = 1000
+logger = logging.getLogger("chalicelib.service.messages")
+
+
+class ShardHints:
+    """What this process knows of its standard shards: which are empty until when, and
+    how often it wrote to each (a write since a read voids that read's empty hint)."""
+
+    def __init__(self) -> None:
+        self._empty_until: dict[tuple[str, int], int] = {}
+        self._writes: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    def touch(self, queue_id: str, shard_id: int) -> None:
+        """This process wrote to the shard: it is no longer known to be empty."""
+        with self._lock:
+            key = (queue_id, shard_id)
+            self._empty_until.pop(key, None)
+            self._writes[key] = self._writes.get(key, 0) + 1
+
+    def known_empty(self, queue_id: str, shard_id: int, now: int) -> bool:
+        """True while the shard is known to hold nothing visible."""
+        return self._empty_until.get((queue_id, shard_id), 0) > now
+
+    def writes(self, queue_id: str, shard_id: int) -> int:
+        """How many writes this process made to the shard."""
+        return self._writes.get((queue_id, shard_id), 0)
+
+    def hint_empty(self, queue_id: str, shard: int, until: int, writes: int) -> None:
+        """Nothing is visible in the shard: skip it until its next message shows (or 1 s).
+
+        `writes` is this process's write count of the shard when the receive read it; a
+        write since then means the shard may no longer be empty, so no hint is left.
+        """
+        key = (queue_id, shard)
+        with self._lock:
+            if self._writes.get(key, 0) == writes:
+                self._empty_until[key] = until
+
+
+class StandardReceiver:
+    """Receives of standard queues."""
+
+    def __init__(self, stores: ClusterStores, receipts: ReceiptCodec, clock: Clock,
+                 wakeups: Wakeups, queue_by_arn: QueueByArn, fair: fairness.Fairness,
+                 hints: ShardHints) -> None:
+        self._stores = stores
+        self._receipts = receipts
+        self._clock = clock
+        self._wakeups = wakeups
+        self._queue_by_arn = queue_by_arn
+        self.fairness = fair
+        self._hints = hints
+        self.stats = ReceiveStats()
+        self._contention: dict[str, float] = {}
+        self._frontiers: dict[tuple[str, int], Frontier] = {}
+        self._lock = threading.Lock()
+
+    def forget(self, queue_id: str) -> None:
+        """The queue was purged: what the frontiers kept of it is gone."""
+        with self._lock:
+            frontiers = [f for (q, _), f in self._frontiers.items() if q == queue_id]
+        for frontier in frontiers:
+            frontier.forget()
+
+    def receive_once(self, queue: QueueRecord, wanted: int, timeout: int) -> list[Received]:
+        """One pass over the shards from a random offset.
+
+        A store error after some messages were claimed ends the pass and returns them:
+        raising would leave them hidden until their visibility timeout, their receive
+        count raised, without any consumer having had them.
+        """
+        got: list[Received] = []
+        ring = queue.shards
+        offset = random.randrange(len(ring))
+        now = self._clock.now_ms()
+        try:
+            # The main lane of every shard, then (fair queues) what the noisy lanes hold.
+            for lane in (False, True):
+                if lane and (len(got) >= wanted
+                             or not self.fairness.reads_lanes(queue.queue_id, now)):
+                    break
+                for step in range(len(ring)):
+                    shard = ring[(offset + step) % len(ring)]
+                    if self._hints.known_empty(queue.queue_id, lane_slot(shard.id) if lane
+                                         else shard.id, now):
+                        continue
+                    self._claim_from_shard(queue, shard, wanted, timeout, got, lane)
+                    if len(got) >= wanted:
+                        break
+        except StoreError:
+            if not got:
+                raise
+            logger.warning("receive on %s cut short by a store error; returning %d claimed",
+                           queue.queue_id, len(got))
+        with self._lock:
+            self.stats.receives += 1
+            self.stats.returned += len(got)
+        self.fairness.saw_received(queue.queue_id, [r.message.group_id for r in got], now)
+        return got
+
+    def _claim_from_shard(
+        self, queue: QueueRecord, placed: Shard, wanted: int, timeout: int, got: list[Received],
+        lane: bool = False,
+    ) -> None:
+        """Claim from one shard into `got` until it holds `wanted` or the shard runs dry.
+
+        While receives come steadily a read asks for at least READ_AHEAD candidates; what
+        this receive does not take the frontier keeps for the next receive of the shard
+        here, which then makes no read. A lost claim drops what is kept (see `Frontier`).
+
+        With `lane`, from the shard's noisy lane (fair queues): the same reads, shifted by
+        LANE_BASE, with their own frontier and empty hint.
+        """
+        shard = placed.id
+        base = LANE_BASE if lane else 0
+        slot = lane_slot(shard) if lane else shard
+        store = self._stores.of(placed.cluster)
+        frontier = self._frontier(queue.queue_id, slot)
+        writes = self._hints.writes(queue.queue_id, slot)
+        after: Candidate | None = None
+        upcoming: list[int] = []
+        for round_ in range(_CLAIM_ROUNDS):
+            now = self._clock.now_ms()
+            contention = self._contention.get(queue.queue_id, 0.0)
+            limit = (wanted - len(got)) + min(wanted - len(got), round(contention))
+
+            size = frontier.read_size(limit)
+
+            def fetch(start: Candidate | None, now: int = now, size: int = size) -> CandidatePage:
+                # The read reaches EMPTY_HINT_MS past now, so that a shard with nothing
+                # visible also tells, in the same request, when its next message shows.
+                page = store.find_candidates(queue.queue_id, shard, base + now + EMPTY_HINT_MS,
+                                             size, start, base)
+                visible = [c for c in page.candidates if c.visible_at <= base + now]
+                later = [c.visible_at - base for c in page.candidates if c.visible_at > base + now]
+                upcoming.extend(later[:1])
+                return CandidatePage(visible, page.more and not later, page.items_read)
+
+            with frontier.reserve(fetch, after, limit, base + now) as page:
+                ordered = list(page.candidates)
+                if contention >= 0.5:
+                    random.shuffle(ordered)
+                lost = self._take(queue, placed, ordered, wanted - len(got), timeout, now, got)
+                if lost:
+                    frontier.forget()
+                self._record(queue.queue_id, page.items_read, lost)
+            if round_ == 0 and not page.candidates and not page.more:
+                until = min(upcoming) if upcoming else now + EMPTY_HINT_MS
+                self._hints.hint_empty(queue.queue_id, slot, until, writes)
+            if len(got) >= wanted:
+                break
+            # Short after kept candidates: the next round reads (after=None). Short after
+            # a read: it goes on past where that read ended, while the index has more.
+            if not page.kept and (not page.more or page.last is None):
+                break
+            after = page.last
+
+    def _frontier(self, queue_id: str, shard: int) -> Frontier:
+        with self._lock:
+            return self._frontiers.setdefault((queue_id, shard), Frontier())
+
+    def _take(
+        self, queue: QueueRecord, placed: Shard, candidates: list[Candidate], wanted: int,
+        timeout: int, now: int, got: list[Received],
+    ) -> int:
+        """Claim candidates into `got`; return how many claims were lost to other receivers.
+
+        The plain claims go to the store together (one request for all of them); when
+        some are lost, the next candidates go in a further call. A message claimed
+        earlier in this receive can show up again further along the index (its new
+        `visible_at` is still `<= now` with a zero visibility timeout); it is skipped,
+        so that one response never holds a message twice. A message older than the
+        queue's retention (lowered since it was sent) is dropped, as in SQS.
+        """
+        redrive = queue.redrive_policy
+        max_receives = redrive.max_receive_count if redrive else None
+        retention_ms = queue.attribute_int("MessageRetentionPeriod") * 1000
+        claimed = {r.message.message_id for r in got}
+        pending = [c for c in candidates if c.message_id not in claimed]
+        expired: list[str] = []
+        lost = 0
+        taken = 0
+        while taken < wanted and pending:
+            batch = self._next_claims(queue, placed, pending, wanted - taken, now, max_receives,
+                                      expired)
+            for received in self._claim_many(queue, placed, batch, now + timeout * 1000, now):
+                if received is None:
+                    lost += 1
+                elif received.message.sent_ms + retention_ms <= now:
+                    expired.append(received.message.message_id)
+                else:
+                    got.append(received)
+                    taken += 1
+        if expired:
+            self._stores.of(placed.cluster).delete_expired(queue.queue_id, placed.id, expired)
+        return lost
+
+    def _next_claims(
+        self, queue: QueueRecord, placed: Shard, pending: list[Candidate], count: int, now: int,
+        max_receives: int | None, expired: list[str],
+    ) -> list[Candidate]:
+        """Take up to `count` plain claims off the front of `pending`.
+
+        Expired candidates met on the way go to `expired`; over-received ones move to the
+        dead-letter queue (or are claimed as usual when the queue has none to move to).
+        """
+        batch: list[Candidate] = []
+        while pending and len(batch) < count:
+            candidate = pending.pop(0)
+            action = candidate.action(now, max_receives)
+            if action is CandidateAction.EXPIRE:
+                expired.append(candidate.message_id)
+            elif action is CandidateAction.DEAD_LETTER and self._dead_letter(
+                queue, placed, candidate, now
+            ):
+                continue
+            else:
+                batch.append(candidate)
+        return batch
+
+    def _claim_many(
+        self, queue: QueueRecord, placed: Shard, candidates: list[Candidate], visible_at: int,
+        now: int,
+    ) -> list[Received | None]:
+        """Claim candidates together, each with a fresh token; None where another won."""
+        if not candidates:
+            return []
+        tokens = [new_claim_token() for _ in candidates]
+        messages = self._stores.of(placed.cluster).claim_many(
+            queue.queue_id, placed.id, list(zip(candidates, tokens, strict=True)), visible_at, now
+        )
+        return [
+            None if message is None else Received(message, self._receipts.encode(
+                MessageRef(queue.queue_id, placed.id, message.message_id, token)
+            ))
+            for message, token in zip(messages, tokens, strict=True)
+        ]
+
+    def _dead_letter(
+        self, queue: QueueRecord, placed: Shard, candidate: Candidate, now: int
+    ) -> bool:
+        """Move an over-received message to the DLQ; False if there is no DLQ to move to.
+
+        Within one cluster the move is one transaction. Across clusters (two tables) the
+        message is claimed, written to the DLQ, then deleted under the claim: a failure in
+        between leaves it in the source queue, to be moved again, never lost.
+        """
+        redrive = queue.redrive_policy
+        target = self._queue_by_arn(redrive.dead_letter_target_arn) if redrive else None
+        if target is None:
+            return False
+        retention_ms = target.attribute_int("MessageRetentionPeriod") * 1000
+        same = [s for s in target.active_shards if s.cluster == placed.cluster]
+        if same:
+            target_shard = random.choice(same)
+            self._stores.of(placed.cluster).move(
+                queue.queue_id, placed.id, candidate, target.queue_id, target_shard.id,
+                retention_ms, now, source_arn=queue.arn,
+            )
+        else:
+            target_shard = random.choice(target.active_shards)
+            self._move_across(queue, placed, candidate, target, target_shard, retention_ms, now)
+        self._hints.touch(target.queue_id, target_shard.id)
+        self._wakeups.notify(target.queue_id)
+        observability.record_dead_letter_move(queue.account, queue.name)
+        return True
+
+    def _move_across(
+        self, queue: QueueRecord, placed: Shard, candidate: Candidate, target: QueueRecord,
+        target_shard: Shard, retention_ms: int, now: int,
+    ) -> None:
+        token = new_claim_token()
+        source = self._stores.of(placed.cluster)
+        message = source.claim(queue.queue_id, placed.id, candidate, now + 30_000, token, now)
+        if message is None:
+            return
+        moved = message.moved_to_dead_letters(now, retention_ms, queue.arn)
+        if self._stores.of(target_shard.cluster).put_messages(
+            target.queue_id, [(target_shard.id, moved)]
+        ):
+            return
+        source.delete_claimed([MessageRef(queue.queue_id, placed.id, message.message_id, token)])
+
+    def _record(self, queue_id: str, items_read: int, lost: int) -> None:
+        with self._lock:
+            self.stats.items_read += items_read
+            self.stats.lost_claims += lost
+            previous = self._contention.get(queue_id, 0.0)
+            self._contention[queue_id] = 0.8 * previous + 0.2 * lost
