@@ -24,9 +24,9 @@ from chalicelib.domain.messages import (
     new_message_id,
 )
 from chalicelib.domain.queues import QueueRecord, Shard
-from chalicelib.service import fairness, shards
 from chalicelib.service import fifo as fifo_rules
 from chalicelib.service import message_rules as rules
+from chalicelib.service import shards
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
 from chalicelib.service.checksums import md5_of_attributes, md5_of_body
 from chalicelib.service.encryption import MessageCipher
@@ -37,6 +37,7 @@ from chalicelib.service.exceptions import (
     ServiceUnavailableError,
     SqsError,
 )
+from chalicelib.service.fairness import Fairness, check_group_id
 from chalicelib.service.fifo_messages import FifoMessages
 from chalicelib.service.message_kinds import (
     EntryFailure,
@@ -70,17 +71,16 @@ class MessageService:
         self, stores: ClusterStores, receipts: ReceiptCodec, clock: Clock, wakeups: Wakeups,
         queue_by_arn: QueueByArn, poll_interval_ms: int = 1000,
         sync_replicas: SyncReplicate = _no_replicas,
-        fair: fairness.Fairness | None = None,
+        fair: Fairness | None = None,
         fifo_stores: Mapping[str, FifoStore] | None = None,
         cipher: MessageCipher | None = None,
     ) -> None:
-        self.fairness = fair or fairness.Fairness()
         # Encryption at rest: messages are sealed before a store sees them and opened
         # after a read (None: kept as sent, for stores built without keys).
         self.cipher = cipher
         self._stores = stores
         self._standard = StandardMessages(stores, receipts, clock, wakeups, queue_by_arn,
-                                          self.fairness, sync_replicas)
+                                          fair or Fairness(), sync_replicas)
         self._fifo = FifoMessages(fifo_rules.FifoService(fifo_stores or {}, receipts, clock,
                                                          queue_by_arn), wakeups)
         self._receipts = receipts
@@ -91,6 +91,15 @@ class MessageService:
         # reader (the local server), this waits until what was written before the call
         # is counted; elsewhere (Lambda) it does nothing and counts trail by the stream.
         self.catch_up_counts: Callable[[], None] = _nothing
+
+    @property
+    def fairness(self) -> Fairness:
+        """The fair-queue state (per process; a test may start it afresh)."""
+        return self._standard.fairness
+
+    @fairness.setter
+    def fairness(self, value: Fairness) -> None:
+        self._standard.fairness = value
 
     @property
     def stats(self) -> ReceiveStats:
@@ -109,7 +118,7 @@ class MessageService:
         rules.check_system_attributes(request.system_attributes)
         rules.check_size(body, request.attributes, queue.attribute_int("MaximumMessageSize"))
         rules.check_delay(request.delay_seconds)
-        fairness.check_group_id(request.message_group_id)
+        check_group_id(request.message_group_id)
         delay = request.delay_seconds
         if delay is None:
             delay = queue.attribute_int("DelaySeconds")

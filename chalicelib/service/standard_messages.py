@@ -16,6 +16,7 @@ from chalicelib.domain.queues import QueueRecord
 from chalicelib.service import fairness
 from chalicelib.service import fifo as fifo_rules
 from chalicelib.service.exceptions import SqsError
+from chalicelib.service.fairness import Fairness
 from chalicelib.service.message_kinds import (
     Build,
     QueueByArn,
@@ -34,15 +35,23 @@ class StandardMessages:
     """The message operations of standard queues (`message_kinds.MessageKind`)."""
 
     def __init__(self, stores: ClusterStores, receipts: ReceiptCodec, clock: Clock,
-                 wakeups: Wakeups, queue_by_arn: QueueByArn, fair: fairness.Fairness,
+                 wakeups: Wakeups, queue_by_arn: QueueByArn, fair: Fairness,
                  sync_replicas: SyncReplicate) -> None:
         self._stores = stores
         self._clock = clock
-        self.fairness = fair
         self._sync_replicas = sync_replicas
         self._hints = ShardHints()
         self._receiver = StandardReceiver(stores, receipts, clock, wakeups, queue_by_arn,
                                           fair, self._hints)
+
+    @property
+    def fairness(self) -> Fairness:
+        """The fair-queue state that steers sends and reads the noisy lanes."""
+        return self._receiver.fairness
+
+    @fairness.setter
+    def fairness(self, value: Fairness) -> None:
+        self._receiver.fairness = value
 
     @property
     def stats(self) -> ReceiveStats:
