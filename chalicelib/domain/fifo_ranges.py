@@ -26,6 +26,13 @@ from chalicelib.domain.queues import Shard
 
 # Shard ids stay below the sequence number's shard stride (`fifo.SHARD_STRIDE`).
 MAX_SHARD_ID = 999
+# Shards one map may hold, draining ones included (resizes faster than the old shards
+# drain would otherwise grow the queue record without bound).
+MAX_MAP = 256
+
+
+class MapFullError(ValueError):
+    """A resize would leave more shards in the map than MAX_MAP."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,8 @@ def resize(shards: Sequence[Shard], count: int, cluster: str, at_ms: int) -> tup
         if not siblings:
             break
         current = _merge(current, siblings, cluster, at_ms)
+    if len(current) > MAX_MAP:
+        raise MapFullError(f"{len(current)} shards, over {MAX_MAP}")
     return tuple(sorted(current, key=lambda s: s.id))
 
 

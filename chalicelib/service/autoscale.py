@@ -26,6 +26,7 @@ from chalicelib.clock import Clock
 from chalicelib.domain.autoscale import ScalePolicy, decide, next_due_ms
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.metadata.autoscale_states import AutoscaleStates
+from chalicelib.service.exceptions import SqsError
 from chalicelib.service.queues import QueueService
 
 logger = logging.getLogger("dmq.autoscale")
@@ -126,7 +127,11 @@ class Autoscaler:
         """Resize the queue; the event, or None when its shards could not go that way (a
         FIFO queue created with an odd count merges its original shards only all at once)."""
         kind = "split" if shards > queue.shard_count else "merge"
-        updated = self._queues.set_shard_count(queue, shards)
+        try:
+            updated = self._queues.set_shard_count(queue, shards)
+        except SqsError as error:  # e.g. a FIFO queue whose old shards still drain
+            logger.info("autoscale %s %s waits: %s", kind, queue.queue_id, error)
+            return None
         if updated.shard_count == queue.shard_count:
             return None
         event = ScaleEvent(updated, kind, queue.shard_count, updated.shard_count, rate)

@@ -13,6 +13,7 @@ from chalicelib.backend.clusters import ClusterStores
 from chalicelib.domain import fifo_ranges
 from chalicelib.domain.autoscale import MAX_SHARDS
 from chalicelib.domain.queues import QueueRecord, Shard
+from chalicelib.service.exceptions import InvalidAttributeValueError
 from chalicelib.service.fifo import is_fifo
 
 __all__ = ["DRAIN_GRACE_MS", "MAX_SHARDS", "SWITCH_MS", "drained", "reshaped", "resize", "split"]
@@ -29,7 +30,12 @@ def reshaped(queue: QueueRecord, count: int, cluster: str, now_ms: int,
     if not 1 <= count <= MAX_SHARDS:
         raise ValueError(f"a queue has 1 to {MAX_SHARDS} shards, not {count}")
     if is_fifo(queue):
-        return fifo_ranges.resize(queue.shards, count, cluster, now_ms + switch_ms)
+        try:
+            return fifo_ranges.resize(queue.shards, count, cluster, now_ms + switch_ms)
+        except fifo_ranges.MapFullError:
+            raise InvalidAttributeValueError(
+                "Invalid value for the parameter DmqShardCount. Reason: the queue's earlier "
+                "resizes are still draining; try again once its old shards are empty.") from None
     return resize(queue.shards, count, cluster, now_ms)
 
 

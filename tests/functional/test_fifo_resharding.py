@@ -161,3 +161,25 @@ def test_drained_shards_are_forgotten_and_their_children_deliver(
     clock.advance(SWITCH_MS / 1000)
     _send_round(sqs, url, "d")
     _check_order(_drain(sqs, url, clock, 16), ["c", "d"])
+
+
+def test_resizes_faster_than_the_old_shards_drain_are_refused_clearly(
+    sqs: Any, clock: FakeClock,
+) -> None:
+    url = _fifo(sqs, "churn.fifo")
+    _send_round(sqs, url, "a")  # the old shards keep messages: nothing is forgotten
+    # WHEN an owner flips the count back and forth within the drain's grace
+    refused = None
+    for flip in range(20):
+        try:
+            sqs.set_queue_attributes(QueueUrl=url, Attributes={
+                "DmqShardCount": "64" if flip % 2 == 0 else "1"})
+        except sqs.exceptions.ClientError as error:
+            refused = error.response["Error"]
+            break
+        clock.advance(1)
+    # THEN it is told to wait, with an SQS error, not a server error
+    assert refused is not None and refused["Code"] == "InvalidAttributeValue"
+    assert "still draining" in refused["Message"]
+    assert len(_record("churn.fifo").shards) <= 256
+    _check_order(_drain(sqs, url, clock, 8), ["a"])
