@@ -12,23 +12,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the `glue_jobs` package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+if not __package__:  # run as a script: see glue_jobs.common.driver
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from glue_jobs.common import io
-from glue_jobs.common.driver import (
-    Progress,
-    Stages,
-    job_arguments,
-    publish_report,
-    report_folder,
-    session,
-    write_parquet,
-)
+from glue_jobs.common.driver import Progress, Stages, entry, publish
 from glue_jobs.common.events import dedupe_records, events_from_records
 from glue_jobs.common.report import Report
 from glue_jobs.lifecycle_audit import transforms as t
@@ -112,10 +104,7 @@ def run(spark: SparkSession, data: str, out: str, progress: Progress = print,
         "throughput": t.throughput(events).cache(),
     }
     stages.next("writing Parquet tables and the report")
-    write_parquet(tables, f"{out.rstrip('/')}/{JOB}")
-    folder = report_folder(out, JOB)
-    _report(folder, result, tables, delivered, chains)
-    publish_report(folder, out, JOB)
+    publish(tables, out, JOB, lambda folder: _report(folder, result, tables, delivered, chains))
     for frame in (*tables.values(), delivered, events, exported.items):
         frame.unpersist()
     return result
@@ -168,13 +157,9 @@ def _report(folder: str, result: LifecycleResult, tables: dict[str, DataFrame],
 
 
 def main(argv: list[str] | None = None) -> int:
-    """spark-submit and Glue entry point."""
-    args = job_arguments(argv, ["data", "out", "queues_table"],
-                         {"data": ".dmq", "out": ".dmq/audit", "queues_table": "dmq-queues"})
-    spark = session("dmq-lifecycle-audit")
-    result = run(spark, args["data"], args["out"], queues_table=args["queues_table"])
-    print(result.line, flush=True)
-    return 1 if result.lost else 0
+    """spark-submit and Glue entry point: exits 1 when a message was lost."""
+    return entry(argv, JOB, run, failed=lambda result: bool(result.lost),
+                 options={"queues_table": "dmq-queues"})
 
 
 if __name__ == "__main__":

@@ -13,22 +13,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the `glue_jobs` package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+if not __package__:  # run as a script: see glue_jobs.common.driver
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from glue_jobs.common import io
-from glue_jobs.common.driver import (
-    Progress,
-    Stages,
-    job_arguments,
-    publish_report,
-    report_folder,
-    session,
-    write_parquet,
-)
+from glue_jobs.common.driver import Progress, Stages, entry, publish
 from glue_jobs.common.events import dedupe_records, events_from_records
 from glue_jobs.common.report import Report
 from glue_jobs.replication_audit import transforms as t
@@ -72,10 +64,8 @@ def run(spark: SparkSession, data: str, out: str, progress: Progress = print,
     result = ReplicationResult(int(found["missing"]), int(found["extra"]),
                                int(found["divergent"]), sum(int(r["changes"]) for r in rows))
     stages.next("writing Parquet tables and the report")
-    write_parquet({"differences": differences, "lag": lag_table}, f"{out.rstrip('/')}/{JOB}")
-    folder = report_folder(out, JOB)
-    _report(folder, result, differences, lags, lag_table)
-    publish_report(folder, out, JOB)
+    publish({"differences": differences, "lag": lag_table}, out, JOB,
+            lambda folder: _report(folder, result, differences, lags, lag_table))
     return result
 
 
@@ -99,13 +89,9 @@ def _report(folder: str, result: ReplicationResult, differences: DataFrame, lags
 
 
 def main(argv: list[str] | None = None) -> int:
-    """spark-submit and Glue entry point."""
-    args = job_arguments(argv, ["data", "out", "queues_table"],
-                         {"data": ".dmq", "out": ".dmq/audit", "queues_table": "dmq-queues"})
-    result = run(session("dmq-replication-audit"), args["data"], args["out"],
-                 queues_table=args["queues_table"])
-    print(result.line, flush=True)
-    return 1 if result.missing or result.divergent else 0
+    """spark-submit and Glue entry point: exits 1 when an item is missing or divergent."""
+    return entry(argv, JOB, run, failed=lambda result: bool(result.missing or result.divergent),
+                 options={"queues_table": "dmq-queues"})
 
 
 if __name__ == "__main__":

@@ -10,21 +10,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the `glue_jobs` package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+if not __package__:  # run as a script: see glue_jobs.common.driver
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from glue_jobs.common import io
-from glue_jobs.common.driver import (
-    Progress,
-    Stages,
-    job_arguments,
-    publish_report,
-    report_folder,
-    session,
-    write_parquet,
-)
+from glue_jobs.common.driver import Progress, Stages, entry, publish
 from glue_jobs.common.report import Report
 from glue_jobs.usage_report import transforms as t
 
@@ -57,8 +49,12 @@ def run(spark: SparkSession, data: str, out: str, progress: Progress = print) ->
     accounts = tables["per_account"].collect()
     result = UsageResult(*(sum(int(r[c]) for r in accounts) for c in t.TOTALS))
     stages.next("writing Parquet tables and the report")
-    write_parquet(tables, f"{out.rstrip('/')}/{JOB}")
-    folder = report_folder(out, JOB)
+    publish(tables, out, JOB, lambda folder: _report(folder, result, tables))
+    usage.unpersist()
+    return result
+
+
+def _report(folder: str, result: UsageResult, tables: dict[str, DataFrame]) -> None:
     report = Report(folder, "DMQ usage report")
     report.line(f"{result.requests} requests, {result.bytes} bytes of messages, "
                 f"{result.billing_units} billed requests (64 KB chunks).")
@@ -72,17 +68,11 @@ def run(spark: SparkSession, data: str, out: str, progress: Progress = print) ->
                    "billing units": [r["billing_units"] for r in hours]},
                   "Requests per hour", "hour of the records")
     report.write()
-    publish_report(folder, out, JOB)
-    usage.unpersist()
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    """spark-submit and Glue entry point."""
-    args = job_arguments(argv, ["data", "out"], {"data": ".dmq", "out": ".dmq/audit"})
-    result = run(session("dmq-usage-report"), args["data"], args["out"])
-    print(result.line, flush=True)
-    return 0
+    """spark-submit and Glue entry point: always exits 0."""
+    return entry(argv, JOB, run)
 
 
 if __name__ == "__main__":
