@@ -20,11 +20,11 @@ from pathlib import Path
 from bench.servers import start_dmq
 from bench.sqs import body, sqs_client
 from bench.timing import Recorder
-from chalicelib.backend.keys import LocalKeys
 from chalicelib.clock import SystemClock
 from chalicelib.domain.messages import AttributeValue, Message
 from chalicelib.domain.queues import QueueRecord
-from chalicelib.service.encryption import MessageCipher
+from chalicelib.encryption.envelope import MessageCipher
+from chalicelib.encryption.keys import LocalKeys
 
 SIZES = (256, 65_536)
 

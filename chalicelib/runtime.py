@@ -7,53 +7,51 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from chalicelib import runtime_keys
 from chalicelib.aws import Clients
 from chalicelib.backend.archive import S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore
-from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.backend.dynamo_fifo import DynamoFifoStore
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.guard import guard_client, state_store_for
-from chalicelib.backend.keys import KeyWrapper
 from chalicelib.backend.wakeups import Wakeups
-from chalicelib.client_regions import ClientRegions, Opener
 from chalicelib.clock import Clock, SystemClock
-from chalicelib.domain.destinations import DestinationPolicy
+from chalicelib.clusters.autoscale_states import AutoscaleStates
+from chalicelib.clusters.autoscaler import Autoscaler, ScaleEvent
+from chalicelib.clusters.manager import ClusterManager
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.fair_share import TURN_WAIT_S, ConcurrencyShare
 from chalicelib.domain.queues import ConnectionBudget, QueueRecord
 from chalicelib.domain.throttling import limit_of
+from chalicelib.encryption.envelope import MessageCipher
+from chalicelib.encryption.wiring import ContainerKeys
+from chalicelib.fifo.dynamo import DynamoFifoStore
 from chalicelib.frontend.admission import Admission
 from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
-from chalicelib.metadata.autoscale_states import AutoscaleStates
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.repository import QueueRepository
-from chalicelib.metadata.subscriptions import SubscriptionRepository
 from chalicelib.metadata.throttle_buckets import BucketStore
-from chalicelib.regions import RegionHealth
+from chalicelib.push.delivery import PushDelivery, PushOptions
+from chalicelib.push.destinations import DestinationPolicy
+from chalicelib.push.registry import SubscriptionRepository
+from chalicelib.push.subscriptions import SubscriptionService
+from chalicelib.regions.clients import ClientRegions, Opener
+from chalicelib.regions.failover import FailoverManager
+from chalicelib.regions.reachability import RegionHealth
+from chalicelib.regions.replication import LagMetrics, Replicator, SyncReplicas
 from chalicelib.runtime_types import Backend, LocalParts
-from chalicelib.secrets import console_key, receipt_key
-from chalicelib.service.autoscale import Autoscaler, ScaleEvent
-from chalicelib.service.clusters import ClusterManager
-from chalicelib.service.encryption import MessageCipher
-from chalicelib.service.failover import FailoverManager
 from chalicelib.service.fairness import Fairness
 from chalicelib.service.identity import Identities
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
-from chalicelib.service.push import PushDelivery, PushOptions
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
-from chalicelib.service.replication import LagMetrics, Replicator, SyncReplicas
 from chalicelib.service.request_dedup import RequestDedup
 from chalicelib.service.sign_in_limits import SignInLimits
-from chalicelib.service.subscriptions import SubscriptionService
 from chalicelib.service.throttling import Throttle
-from chalicelib.service.usage import UsageMeter
 from chalicelib.settings import ConfigurationError, Settings, get_settings
+from chalicelib.usage.records import Listener, UsageMeter
 
 
 class Runtime:
@@ -68,15 +66,13 @@ class Runtime:
         self.health = RegionHealth()
         self.lag = LagMetrics()
         self._meter: UsageMeter | None = None
+        self._usage_listeners: list[Listener] = []
         self._sink: Sink | None = None
         self._epochs: dict[str, str] = {}
-        self._key: str | None = None
-        self._console_key: str | None = None
         self._identities: Identities | None = None
         self._admission: Admission | None = None
         self._push: dict[str, tuple[SubscriptionService, PushDelivery]] = {}
-        self._keys: KeyWrapper | None = None
-        self._key_lock = threading.Lock()
+        self.keys = ContainerKeys(lambda: self.settings, lambda: self.local)
         self.sign_in_limits = SignInLimits()  # failed password sign-ins (console, metrics)
         self.client_regions = ClientRegions()  # regions opened for clients (local server)
         # Waits until a region's counts took in its stream (the local server's pump);
@@ -167,8 +163,15 @@ class Runtime:
         sink = self.archive_sink()
         with self._lock:
             if self._meter is None and sink is not None:
-                self._meter = UsageMeter(sink, self._clock, self.settings.usage_flush_s)
+                self._meter = UsageMeter(sink, self._clock, self.settings.usage_flush_s,
+                                         listeners=self._usage_listeners)
             return self._meter
+
+    def listen_to_usage(self, listener: Listener) -> None:
+        """Have every request the usage meter counts (and that was not refused) passed to
+        `listener` too (the console's throughput plots)."""
+        with self._lock:
+            self._usage_listeners.append(listener)
 
     def failover(self, region: str = "") -> FailoverManager:
         """The region's heartbeat, promotion and rejoin manager (kept: it remembers rejoins)."""
@@ -179,30 +182,13 @@ class Runtime:
                     region, self.settings, self.backend, self.health, self._clock)
             return self._managers[region]
 
-    def _receipt_key(self, settings: Settings) -> str:
-        """The receipt key, fetched once per container (it may come from SSM)."""
-        if self._key is None:
-            self._key = receipt_key(settings)
-        return self._key
-
     def receipt_key(self) -> str:
         """The key that signs this deployment's receipt handles."""
-        return self._receipt_key(self.settings)
+        return self.keys.receipt()
 
     def console_key(self) -> str:
         """The web console's form-token key, fetched once per container."""
-        with self._key_lock:
-            if self._console_key is None:
-                self._console_key = console_key(self.settings)
-            return self._console_key
-
-    def _key_wrapper(self, settings: Settings) -> KeyWrapper:
-        """The key-encryption keys of encryption at rest, one per container (every
-        region's services share it, and with it the local key file's master key)."""
-        with self._key_lock:
-            if self._keys is None:
-                self._keys = runtime_keys.key_wrapper(settings)
-            return self._keys
+        return self.keys.console()
 
     def _local_parts(self, setting: str) -> LocalParts:
         """The local runtime's folders, which a folder setting needs."""
@@ -248,12 +234,12 @@ class Runtime:
             return holder[0].by_arn(arn)
 
         messages = MessageService(
-            stores, ReceiptCodec(self._receipt_key(settings)), self._clock, Wakeups(),
+            stores, ReceiptCodec(self.keys.receipt()), self._clock, Wakeups(),
             queue_by_arn, settings.long_poll_interval_ms,
             SyncReplicas(self.backend, self.health, self.lag),
             Fairness(settings.fair_queues),
             {cluster: DynamoFifoStore(store) for cluster, store in dynamo_stores.items()},
-            MessageCipher(self._key_wrapper(settings), settings.sse_managed_key_id,
+            MessageCipher(self.keys.wrapper(), settings.sse_managed_key_id,
                           self._clock),
         )
         messages.catch_up_counts = partial(self._catch_up_counts, region)
@@ -311,8 +297,7 @@ class Runtime:
         table; built once per container."""
         with self._lock:
             if self._identities is None:
-                self._identities = runtime_keys.identities(
-                    self.settings, self._clock, partial(self._receipt_key, self.settings))
+                self._identities = self.keys.identities(self._clock)
             return self._identities
 
     def admission(self) -> Admission:
@@ -377,11 +362,9 @@ class Runtime:
             self._built = {}
             self._managers = {}
             self.count_catch_up = None
-            self._key = None
-            self._console_key = None
             self._identities = None
             self._admission = None
-            self._keys = None
+            self.keys = ContainerKeys(lambda: self.settings, lambda: self.local)
             self.health = RegionHealth()
             self.lag = LagMetrics()
             self._meter = None

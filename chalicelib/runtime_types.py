@@ -9,9 +9,9 @@ from typing import Protocol
 from chalicelib.aws import Clients
 from chalicelib.backend.archive import Sink
 from chalicelib.backend.bodies import BodyStore
-from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.clock import Clock
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.repository import QueueRepository
 
@@ -34,8 +34,17 @@ BackendOf = Callable[[str], Backend]
 
 
 class LocalParts(Protocol):
-    """What only the local runtime builds, from a folder: message bodies and the audit
-    archive on disk (`dmqlocal.folders`). The Lambda package carries none of it."""
+    """What only the local runtime builds, from a folder: message bodies, the audit
+    archive and key files on disk (`dmqlocal.folders`). The Lambda package carries none
+    of it."""
+
+    def key(self, path: str, size: int) -> bytes:
+        """The `size`-byte key in the file `path`, made at random on first use."""
+        ...
+
+    def secret(self, path: str) -> str:
+        """The secret text in the file `path`, made at random on first use."""
+        ...
 
     def bodies(self, folder: str) -> BodyStore:
         """Message bodies kept in `folder`."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from chalicelib.domain.autoscale import ScalePolicy
+from chalicelib.clusters.autoscale_rules import ScalePolicy
 from chalicelib.settings_autoscale import autoscale_policy
 from chalicelib.settings_checks import (
     ConfigurationError,
@@ -44,7 +44,8 @@ class Settings:
     bodies_bucket: str = "dmq-bodies"
     # The key that signs receipt handles: DMQ_RECEIPT_KEY, else (AWS) the SSM SecureString
     # DMQ_RECEIPT_KEY_PARAMETER names (infra/deploy.py), else a random key made once in
-    # the data folder (`keys/receipt.key`), else one per process (chalicelib/secrets.py).
+    # the data folder (`keys/receipt.key`), else one per process
+    # (chalicelib/encryption/deployment_keys.py).
     receipt_key: str | None = None
     receipt_key_parameter: str | None = None
     # The web console's form-token key, found the same way (`keys/console.key`); never

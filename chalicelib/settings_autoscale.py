@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from chalicelib.domain.autoscale import ScalePolicy
+from chalicelib.clusters.autoscale_rules import ScalePolicy
 
 _ON = ("on", "true", "1", "yes")
 _OFF = ("off", "false", "0", "no")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.domain.destinations import parse_networks
+from chalicelib.push.destinations import parse_networks
 from chalicelib.settings_checks import ConfigurationError, auth_mode
 
 # Fair share with DMQ_AUTH=required, unless set (docs/throttling.md): each account's

@@ -13,6 +13,7 @@ from pathlib import Path
 from chalicelib.backend.archive import Sink
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.domain.exceptions import StoreError
+from dmqlocal import key_files
 
 
 class FolderBodyStore(BodyStore):
@@ -90,3 +91,11 @@ class LocalFolders:
     def archive(self, folder: str) -> Sink:
         """The audit archive under `folder`."""
         return DirectorySink(folder)
+
+    def key(self, path: str, size: int) -> bytes:
+        """The `size`-byte key in the file `path`, made at random on first use."""
+        return key_files.read_or_create_bytes(Path(path), size)
+
+    def secret(self, path: str) -> str:
+        """The secret text in the file `path`, made at random on first use."""
+        return key_files.read_or_create(Path(path))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from chalicelib.regions import RegionHealth
+from chalicelib.regions.reachability import RegionHealth
 from dmqlocal.checkpoints import Checkpoints, ShardCheckpoint
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump_state import Consumer, Shard, Stream, handler_names, resume_point

@@ -8,7 +8,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from chalicelib.regions import RegionDownError
+from chalicelib.regions.reachability import RegionDownError
 from dmqlocal.checkpoints import ShardCheckpoint
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.shards import ShardInfo, ShardReader

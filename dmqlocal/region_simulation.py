@@ -12,8 +12,8 @@ from typing import Any
 
 from chalice import Chalice, IAMAuthorizer, Response
 
-from chalicelib.frontend.admin_regions import check_failover, regions_view
 from chalicelib.frontend.errors import to_sqs_error
+from chalicelib.regions.admin_api import check_failover, regions_view
 from chalicelib.runtime import Runtime
 from chalicelib.service.exceptions import InvalidParameterValueError
 

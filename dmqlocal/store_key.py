@@ -10,46 +10,22 @@ id's names once, while the folder is locked and DynamoDB Local is not running.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
 import string
 from pathlib import Path
 
 from dmqlocal.dynamodb_local import ACCESS_KEY
+from dmqlocal.key_files import read_or_create_text
 
 KEY_FILE = Path("keys") / "store-access-key"
 ALPHABET = string.ascii_letters + string.digits  # DynamoDB Local takes only these
 KEY_LENGTH = 32
 
 
-def read_or_create(path: Path, make: str) -> str:
-    """The secret in `path`; `make` is written first when there is none. The file is
-    written under a temporary name (0600, folder 0700) and linked into place, so two
-    processes agree on one secret and no reader sees a half-written file."""
-    with contextlib.suppress(FileNotFoundError):
-        return path.read_text().strip()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, f"{make}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(temporary, path)
-    except FileExistsError:
-        pass  # another process won: use its secret
-    finally:
-        temporary.unlink()
-    return path.read_text().strip()
-
-
 def store_access_key(data_dir: Path, db_path: Path) -> str:
     """The data folder's store key id, made on first use; older database files adopted."""
-    key = read_or_create(data_dir / KEY_FILE,
-                         "".join(secrets.choice(ALPHABET) for _ in range(KEY_LENGTH)))
+    key = read_or_create_text(data_dir / KEY_FILE,
+                              "".join(secrets.choice(ALPHABET) for _ in range(KEY_LENGTH)))
     for old in sorted(db_path.glob(f"{ACCESS_KEY}_*.db")) if db_path.is_dir() else []:
         renamed = db_path / f"{key}_{old.name[len(ACCESS_KEY) + 1:]}"
         if not renamed.exists():

@@ -1,37 +1,77 @@
-"""Signed requests for the in-process app: admin API requests signed as `dmqlocal/admin.py`
-signs them (SigV4 for execute-api), and boto3 clients with chosen credentials."""
+"""SigV4 signing for the tests, in one place.
+
+`sign` signs a request as botocore signs it (in its headers, or presigned in its query), for
+a real HTTP server or for the in-process app; `admin_call` calls an admin route of
+chalice.test.Client signed as `dmq` signs it (SigV4 for execute-api); `client` is boto3's
+client with chosen credentials, served in process."""
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Iterator, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
+from unittest import mock
+from urllib.parse import urlsplit
 
 import boto3
-from botocore.auth import SigV4Auth
+from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-ENDPOINT = "http://dmq.test"
-
 HOST = "dmq.test"
+ENDPOINT = f"http://{HOST}"
+REGION = "us-east-1"
+# In the open mode any key that names no other account (12 digits) is the admin.
+ADMIN_KEY, ADMIN_SECRET = "admin-key", "admin-secret"
 
 
-def admin_headers(method: str, path: str, body: bytes = b"", key: str = "admin-key",
-                  secret: str = "admin-secret", host: str = HOST,
-                  region: str = "us-east-1") -> dict[str, str]:
-    """The headers of a signed admin request (any key acts as the admin in open mode)."""
-    request = AWSRequest(method=method, url=f"http://{host}{path}", data=body,
-                         headers={"Content-Type": "application/json"} if body else {})
-    SigV4Auth(Credentials(key, secret), "execute-api", region).add_auth(request)
-    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
-    headers["Host"] = host
-    return headers
+@dataclass(frozen=True)
+class Signed:
+    """A signed request: its URL (with the signature in its query when presigned) and its
+    headers, Host included (the in-process app sees no other host than the one signed)."""
+
+    url: str
+    headers: dict[str, str]
+
+    @property
+    def target(self) -> str:
+        """The path and query, as the request line and chalice.test.Client take them."""
+        parts = urlsplit(self.url)
+        return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
-def admin_call(dmq: Any, method: str, path: str, body: bytes = b"", **sign: str) -> Any:
-    """Call an admin route of chalice.test.Client, signed."""
-    return dmq.http.request(method, path, headers=admin_headers(method, path, body, **sign),
-                            body=body)
+def sign(method: str, url: str, body: bytes = b"", headers: Mapping[str, str] | None = None,
+         *, key: str = ADMIN_KEY, secret: str = ADMIN_SECRET, service: str = "execute-api",
+         region: str = REGION, when: datetime.datetime | None = None,
+         presign_s: int | None = None) -> Signed:
+    """`method url` with these headers and body, signed with SigV4 by botocore's signer: in
+    its headers, or presigned for `presign_s` seconds. Signed at `when` (naive UTC), else
+    now; only a given `when` patches botocore's clock, so signing from threads is safe."""
+    request = AWSRequest(method=method, url=url, data=body,
+                         headers={"Host": urlsplit(url).netloc, **(headers or {})})
+    credentials = Credentials(key, secret)
+    signer = (SigV4QueryAuth(credentials, service, region, expires=presign_s)
+              if presign_s is not None else SigV4Auth(credentials, service, region))
+    clock = (mock.patch("botocore.auth.get_current_datetime", return_value=when)
+             if when is not None else nullcontext())
+    with clock:
+        signer.add_auth(request)
+    return Signed(str(request.url), {k: v.decode() if isinstance(v, bytes) else v
+                                    for k, v in request.headers.items()})
+
+
+def admin_call(dmq: Any, method: str, path: str, body: bytes = b"", *, key: str = ADMIN_KEY,
+               secret: str = ADMIN_SECRET, region: str = REGION) -> Any:
+    """Call an admin route of chalice.test.Client signed as `dmq` signs it: SigV4 for
+    execute-api, a JSON body (when there is one); by default with a key that is an admin in
+    the open mode."""
+    signed = sign(method, ENDPOINT + path, body,
+                  {"Content-Type": "application/json"} if body else None,
+                  key=key, secret=secret, region=region)
+    return dmq.http.request(method, path, headers=signed.headers, body=body)
 
 
 class _Raw:
@@ -40,13 +80,13 @@ class _Raw:
     def __init__(self, body: bytes) -> None:
         self._body = body
 
-    def stream(self, **kwargs: Any) -> Any:
+    def stream(self, **kwargs: Any) -> Iterator[bytes]:
         yield self._body
 
 
 def client(dmq: Any, key: str, secret: str, service: str = "sqs") -> Any:
     """boto3's client (no retries) with these credentials, served in process by the app."""
-    made = boto3.client(service, endpoint_url=ENDPOINT, region_name="us-east-1",
+    made = boto3.client(service, endpoint_url=ENDPOINT, region_name=REGION,
                         aws_access_key_id=key, aws_secret_access_key=secret,
                         config=Config(retries={"total_max_attempts": 1}))
 
@@ -61,27 +101,3 @@ def client(dmq: Any, key: str, secret: str, service: str = "sqs") -> Any:
 
     made.meta.events.register_first(f"before-send.{service}", serve)
     return made
-
-
-class SignedHttp:
-    """`chalice.test.Client.http` for admin routes: each request signed as `dmq` signs it
-    (SigV4 for execute-api, a key that is an admin in open mode)."""
-
-    def __init__(self, dmq: Any) -> None:
-        self._dmq = dmq
-
-    def request(self, method: str, path: str, body: bytes | str = b"",
-                headers: dict[str, str] | None = None) -> Any:
-        data = body.encode() if isinstance(body, str) else body
-        return self._dmq.http.request(
-            method, path, body=data, headers={**admin_headers(method, path, data),
-                                              **(headers or {})})
-
-    def get(self, path: str, **kwargs: Any) -> Any:
-        return self.request("GET", path, **kwargs)
-
-    def post(self, path: str, **kwargs: Any) -> Any:
-        return self.request("POST", path, **kwargs)
-
-    def delete(self, path: str, **kwargs: Any) -> Any:
-        return self.request("DELETE", path, **kwargs)

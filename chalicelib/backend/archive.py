@@ -10,7 +10,7 @@ disk locally (`DMQ_DATA_DIR`, `.dmq/` by default):
   a retried batch overwrites its own object, while another lifetime of the store, whose
   sequence numbers may repeat, never does; the audit jobs deduplicate by (epoch, stream
   ARN, sequence number), for retries that split a batch differently.
-- `usage/...` and `exports/...`: see `chalicelib.service.usage` and `dmqlocal.exports`.
+- `usage/...` and `exports/...`: see `chalicelib.usage.records` and `dmqlocal.exports`.
 
 Message bodies never reach the archive in clear text: DMQ treats every queue as
 encrypted at rest (SSE-SQS is SQS's default), so each image keeps the body's SHA-256

@@ -31,15 +31,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.backend import hidden_counts, items, shard_load
+from chalicelib.backend import hidden_counts, items
 from chalicelib.backend.hidden_counts import ShardCount
-from chalicelib.backend.replica import is_tombstone, padded
-from chalicelib.backend.shard_load import ShardLoad
 from chalicelib.clock import Clock, SystemClock
-from chalicelib.domain import fifo
+from chalicelib.clusters import shard_load
+from chalicelib.clusters.shard_load import ShardLoad
 from chalicelib.domain.exceptions import ConditionFailedError
 from chalicelib.dynamo_batches import get_all
 from chalicelib.dynamo_errors import translate_errors
+from chalicelib.fifo import rules as fifo
+from chalicelib.regions.replica import is_tombstone, padded
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

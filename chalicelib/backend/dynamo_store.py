@@ -13,8 +13,8 @@ from chalicelib.backend.dynamo_conditional import ConditionalWrites
 from chalicelib.backend.dynamo_moves import BatchMoves, Move, MoveOutcome, ProgressOp
 from chalicelib.backend.dynamo_sends import DynamoSends
 from chalicelib.backend.items import VISIBLE_INDEX, Item
-from chalicelib.backend.shard_load import ShardLoad
 from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
+from chalicelib.clusters.shard_load import ShardLoad
 from chalicelib.domain.exceptions import (
     ConditionFailedError,
     StoreError,
@@ -54,7 +54,7 @@ class DynamoMessageStore:
         self._writes = ConditionalWrites(client, table)
         self._counters = counters
 
-    # -- what the FIFO store (`chalicelib.backend.dynamo_fifo`) builds on -------------------
+    # -- what the FIFO store (`chalicelib.fifo.dynamo`) builds on -------------------
     @property
     def client(self) -> DynamoDBClient:
         """The DynamoDB client of this table."""

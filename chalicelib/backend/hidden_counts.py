@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.backend.replica import is_tombstone
-from chalicelib.domain import fifo
 from chalicelib.domain.lanes import LANE_BASE
+from chalicelib.fifo import rules as fifo
+from chalicelib.regions.replica import is_tombstone
 
 BUCKET_MS = 60_000
 # The longest visibility timeout (12 h) and delay (15 min), and two minutes of clock skew.

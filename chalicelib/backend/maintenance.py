@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from chalicelib.backend.bodies import BodyStore
-from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.store import MessageStore
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Candidate
 from chalicelib.domain.queues import QueueRecord

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chalicelib.backend.dynamo_moves import Move, MoveOutcome, ProgressOp
-from chalicelib.backend.shard_load import ShardLoad
+from chalicelib.clusters.shard_load import ShardLoad
 from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
 

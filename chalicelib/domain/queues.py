@@ -40,7 +40,7 @@ class Shard:
 
     A draining shard takes no new messages; receives still read it until it is empty and
     the internal cluster manager forgets it. A FIFO queue's shard also owns a range of
-    the group hash (`chalicelib.domain.fifo_ranges`): the groups whose hash is `rem`
+    the group hash (`chalicelib.fifo.ranges`): the groups whose hash is `rem`
     modulo `mod` (0 and 0: the original layout, a slot of the shard count). A FIFO
     shard made by a split or a merge takes sends from `opens_at_ms`, when its `parents`
     stop taking them, and delivers only once they are empty.

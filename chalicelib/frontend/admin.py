@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.clusters.shards import MAX_SHARDS
 from chalicelib.domain.messages import Message
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.services import Services
 from chalicelib.service.exceptions import InvalidParameterValueError
-from chalicelib.service.shards import MAX_SHARDS
 
 PEEK_BODY_CHARS = 1024
 MAX_PEEK = 100

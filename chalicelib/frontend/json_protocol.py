@@ -14,13 +14,13 @@ from chalicelib.frontend.context import context_from_headers, region_from_header
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.json_input import decode_object
-from chalicelib.frontend.metering import OK, outcome_of, payload_bytes, queue_named, queue_of
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.queue_urls import named_queue, services_for_queue
 from chalicelib.frontend.routing import route
 from chalicelib.frontend.services import Services
 from chalicelib.service.exceptions import InvalidActionError, SqsError
 from chalicelib.service.identity import Caller
+from chalicelib.usage.metering import OK, outcome_of, payload_bytes, queue_named, queue_of
 
 CONTENT_TYPE = "application/x-amz-json-1.0"
 TARGET_PREFIX = "AmazonSQS."

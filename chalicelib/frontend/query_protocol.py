@@ -25,7 +25,6 @@ from chalicelib.frontend.context import (
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.json_protocol import HttpResponse, Meter, meter_request
-from chalicelib.frontend.metering import outcome_of, queue_named
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.query_model import operation
 from chalicelib.frontend.query_names import QUERY_VERSION
@@ -41,6 +40,7 @@ from chalicelib.frontend.services import Services
 from chalicelib.frontend.sts import default_caller, is_sts, sts_response
 from chalicelib.service.exceptions import InvalidActionError, SqsError
 from chalicelib.service.identity import Caller
+from chalicelib.usage.metering import outcome_of, queue_named
 
 CONTENT_TYPE = "text/xml"
 FORM_TYPE = "application/x-www-form-urlencoded"

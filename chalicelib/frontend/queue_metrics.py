@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from chalicelib.domain.queues import QueueRecord
+from chalicelib.fifo.service import is_fifo
 from chalicelib.frontend.services import Services
-from chalicelib.service.fifo import is_fifo
 
 FIFO_HEADS = 10
 WORKERS = 8

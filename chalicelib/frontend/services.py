@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chalicelib.service.autoscale import Autoscaler
-from chalicelib.service.clusters import ClusterManager
+from chalicelib.clusters.autoscaler import Autoscaler
+from chalicelib.clusters.manager import ClusterManager
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
 from chalicelib.service.queues import QueueService

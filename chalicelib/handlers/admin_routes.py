@@ -10,12 +10,13 @@ from typing import Any
 from chalice import Blueprint, IAMAuthorizer, Response
 from chalice.app import Request
 
-from chalicelib.frontend import admin, admin_auth, admin_push
-from chalicelib.frontend import admin_regions as regions_api
+from chalicelib.frontend import admin, admin_auth
 from chalicelib.frontend.errors import to_sqs_error
 from chalicelib.frontend.services import Services
 from chalicelib.handlers.container import runtime
 from chalicelib.handlers.incoming import json_object, signed_request
+from chalicelib.push import admin_api as admin_push
+from chalicelib.regions import admin_api as regions_api
 
 blueprint = Blueprint(__name__)
 admins = IAMAuthorizer()

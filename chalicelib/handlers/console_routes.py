@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from chalice import Blueprint, Response
 
-from chalicelib.frontend import admin_regions
 from chalicelib.frontend.console import web
 from chalicelib.handlers.container import runtime
 from chalicelib.handlers.incoming import context_of, headers_of, raw_body, transport_of
-from chalicelib.service import usage
+from chalicelib.regions import admin_api as admin_regions
 
 blueprint = Blueprint(__name__)
 CONSOLE_FORM = ["application/x-www-form-urlencoded"]
@@ -23,7 +22,7 @@ console = web.Console(
     limits=lambda: runtime.sign_in_limits,
 )
 # The usage meter counts each request into the console's throughput plots too.
-usage.RECORD_HOOKS.append(console.count_request)
+runtime.listen_to_usage(console.count_request)
 
 
 def _console_request() -> web.WebRequest:

@@ -12,10 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from chalicelib.clusters.placement import ClusterLoad
 from chalicelib.dynamo_batches import get_all
 from chalicelib.dynamo_errors import translate_errors
 from chalicelib.metadata.epoch import ensure_epoch
-from chalicelib.metadata.placement import ClusterLoad
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

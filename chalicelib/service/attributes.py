@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
+from chalicelib.clusters.shards import MAX_SHARDS
 from chalicelib.domain.policy import PolicyError, check_policy
 from chalicelib.domain.queues import parse_queue_arn
 from chalicelib.service.exceptions import (
@@ -13,7 +14,6 @@ from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
     InvalidParameterValueError,
 )
-from chalicelib.service.shards import MAX_SHARDS
 from chalicelib.service.text import utf8_length
 
 MAX_MESSAGE_SIZE = 1_048_576

@@ -18,13 +18,13 @@ import time
 from dataclasses import dataclass
 
 from chalicelib.clock import Clock
+from chalicelib.encryption.secret_cipher import SecretCipher
 from chalicelib.metadata.access_keys import (
     ACTIVE,
     AccessKeyExistsError,
     AccessKeyRecord,
     AccessKeyRepository,
 )
-from chalicelib.metadata.secret_cipher import SecretCipher
 from chalicelib.service.exceptions import (
     InvalidClientTokenIdError,
     InvalidParameterValueError,

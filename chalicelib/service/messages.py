@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from chalicelib.backend.clusters import ClusterStores
-from chalicelib.backend.fifo_store import FifoStore
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
+from chalicelib.clusters import shards
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.messages import (
     AttributeValue,
     Counts,
@@ -24,12 +24,13 @@ from chalicelib.domain.messages import (
     new_message_id,
 )
 from chalicelib.domain.queues import QueueRecord, Shard
-from chalicelib.service import fifo as fifo_rules
+from chalicelib.encryption.envelope import MessageCipher
+from chalicelib.fifo import service as fifo_rules
+from chalicelib.fifo.messages import FifoMessages
+from chalicelib.fifo.store import FifoStore
 from chalicelib.service import message_rules as rules
-from chalicelib.service import shards
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
 from chalicelib.service.checksums import md5_of_attributes, md5_of_body
-from chalicelib.service.encryption import MessageCipher
 from chalicelib.service.exceptions import (
     BatchRequestTooLongError,
     InvalidParameterValueError,
@@ -38,7 +39,6 @@ from chalicelib.service.exceptions import (
     SqsError,
 )
 from chalicelib.service.fairness import Fairness, check_group_id
-from chalicelib.service.fifo_messages import FifoMessages
 from chalicelib.service.message_kinds import (
     EntryFailure,
     HandleEntry,

@@ -17,9 +17,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.dynamo_moves import Move
 from chalicelib.clock import Clock
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.exceptions import StoreError
 from chalicelib.domain.messages import Message, new_message_id
 from chalicelib.domain.move_tasks import (

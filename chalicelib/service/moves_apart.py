@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.dynamo_moves import Move, MoveOutcome
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.messages import Candidate, MessageRef, new_claim_token
 
 CLAIM_MS = 30_000  # how long a claimed message stays hidden if its move fails midway

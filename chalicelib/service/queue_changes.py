@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from chalicelib.clusters.shards import reshaped, split
 from chalicelib.domain.exceptions import ConcurrentChangeError
 from chalicelib.domain.queues import QueueRecord
+from chalicelib.fifo.service import is_fifo
 from chalicelib.service import attributes as attrs
 from chalicelib.service import permissions
 from chalicelib.service.exceptions import InvalidAttributeValueError
-from chalicelib.service.fifo import is_fifo
 from chalicelib.service.queue_records import QueueRecords
-from chalicelib.service.shards import reshaped, split
 from chalicelib.service.tags import check_tag_request, check_tags, check_untag_request
 
 

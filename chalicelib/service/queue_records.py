@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from chalicelib.clock import Clock
+from chalicelib.clusters.manager import Placement, default_only
+from chalicelib.clusters.shards import SWITCH_MS
 from chalicelib.domain.exceptions import ConcurrentChangeError
 from chalicelib.domain.queues import QueueRecord, QueueStatus, parse_queue_arn, queue_id_of
 from chalicelib.metadata.repository import QueueRepository
-from chalicelib.service.clusters import Placement, default_only
 from chalicelib.service.exceptions import QueueDoesNotExistError, ServiceUnavailableError
 from chalicelib.service.messages import MessageService
-from chalicelib.service.shards import SWITCH_MS
 
 # A metadata write that loses its version check is applied again to a fresh read, this
 # many times in all, with a short random pause between tries so racing writers spread out.
@@ -34,7 +34,7 @@ class QueueRecords:
         regions: Sequence[str] = (), max_queues: int = 0, switch_ms: int = SWITCH_MS,
     ) -> None:
         # A FIFO resharding's switch is this far ahead: longer than a front end keeps an
-        # older copy of the queue record (`domain.fifo_ranges`).
+        # older copy of the queue record (`fifo.ranges`).
         self._switch_ms = switch_ms
         self._regions = tuple(regions)
         self._max_queues = max_queues  # per account and region (0: no quota)

@@ -7,6 +7,8 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 
+from chalicelib.clusters.manager import NoSuchClusterError
+from chalicelib.clusters.shards import reshaped, resize
 from chalicelib.domain.exceptions import ConcurrentChangeError
 from chalicelib.domain.queues import (
     QueueRecord,
@@ -15,9 +17,9 @@ from chalicelib.domain.queues import (
     queue_id_of,
     shards_to_text,
 )
+from chalicelib.fifo.service import is_fifo
 from chalicelib.metadata.queue_counts import QueueQuotaReachedError
 from chalicelib.service import attributes as attrs
-from chalicelib.service.clusters import NoSuchClusterError
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
     InvalidParameterValueError,
@@ -26,10 +28,8 @@ from chalicelib.service.exceptions import (
     QueueDeletedRecentlyError,
     QueueNameExistsError,
 )
-from chalicelib.service.fifo import is_fifo
 from chalicelib.service.queue_changes import QueueChanges
 from chalicelib.service.queue_records import contended
-from chalicelib.service.shards import reshaped, resize
 from chalicelib.service.tags import check_tags
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")

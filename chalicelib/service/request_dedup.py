@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from chalicelib.domain.messages import derived_message_id
 from chalicelib.domain.queues import QueueRecord, Shard
-from chalicelib.service.fifo import is_fifo
+from chalicelib.fifo.service import is_fifo
 
 
 def _bucket(parts: Sequence[str], size: int) -> int:

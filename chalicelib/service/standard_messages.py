@@ -7,14 +7,14 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.store import NewPuts, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.messages import Counts, Message, MessageRef, VisibilityOutcome
 from chalicelib.domain.queues import QueueRecord
+from chalicelib.fifo import service as fifo_rules
 from chalicelib.service import fairness
-from chalicelib.service import fifo as fifo_rules
 from chalicelib.service.exceptions import SqsError
 from chalicelib.service.fairness import Fairness
 from chalicelib.service.message_kinds import (

@@ -9,10 +9,10 @@ import random
 import threading
 
 from chalicelib import observability
-from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.store import CandidatePage
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.exceptions import StoreError
 from chalicelib.domain.lanes import LANE_BASE, lane_slot
 from chalicelib.domain.messages import Candidate, CandidateAction, MessageRef, new_claim_token

@@ -12,7 +12,7 @@ from dmqcli.context import Context
 from dmqcli.output import iso_ms
 from dmqcli.parsing import bounded_int, examples, non_negative
 
-MAX_SHARDS = 64  # the service's limit (chalicelib.service.shards.MAX_SHARDS)
+MAX_SHARDS = 64  # the service's limit (chalicelib.clusters.shards.MAX_SHARDS)
 
 
 def _clusters_table(ctx: Context, data: dict[str, Any]) -> None:

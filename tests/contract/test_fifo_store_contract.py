@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from chalicelib.backend.counters import ShardCounters
-from chalicelib.backend.dynamo_fifo import DynamoFifoStore
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.fifo_store import FifoStore, GroupState, SendLayout
-from chalicelib.domain import fifo
 from chalicelib.domain.messages import Message, MessageRef
+from chalicelib.fifo import rules as fifo
+from chalicelib.fifo.dynamo import DynamoFifoStore
+from chalicelib.fifo.store import FifoStore, GroupState, SendLayout
 from dmqlocal.folders import FolderBodyStore
 from tests.contract.conftest import Store
 from tests.unit.memory_fifo_store import MemoryFifoStore, MemoryFifoTable

@@ -12,9 +12,9 @@ from chalicelib.backend import items
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_sends import DynamoSends
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.replica import ReplicaApplier, is_tombstone
 from chalicelib.backend.store import NewPuts, VisibilityChange
 from chalicelib.domain.messages import Candidate, Message, MessageRef, VisibilityOutcome
+from chalicelib.regions.replica import ReplicaApplier, is_tombstone
 from dmqlocal.folders import FolderBodyStore
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump

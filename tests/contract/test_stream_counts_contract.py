@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.backend.shard_load import SETTLE_MS, SLOT_MS, ShardLoad
+from chalicelib.clusters.shard_load import SETTLE_MS, SLOT_MS, ShardLoad
 from chalicelib.domain.messages import Counts, Message, MessageRef
 from dmqlocal.folders import FolderBodyStore
 from tests.contract.conftest import Store, stream_counter

@@ -13,20 +13,16 @@ import json
 import os
 import subprocess
 import sys
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import boto3
 import pytest
-from botocore.auth import SigV4Auth, SigV4QueryAuth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from dmqcli.main import main as dmq
+from tests.admin_signing import sign
 from tests.e2e.conftest import (
     CLIENT_CONFIG,
     START_TIMEOUT_S,
@@ -74,10 +70,8 @@ def _now() -> datetime.datetime:
 def _signed(server: DmqProcess, method: str, path: str, body: bytes, headers: dict[str, str],
             key: str = ROOT, secret: str = ROOT_SECRET, service: str = "sqs",
             when: datetime.datetime | None = None) -> dict[str, str]:
-    request = AWSRequest(method=method, url=server.url + path, data=body, headers=headers)
-    with mock.patch("botocore.auth.get_current_datetime", return_value=when or _now()):
-        SigV4Auth(Credentials(key, secret), service, "us-east-1").add_auth(request)
-    return {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
+    return sign(method, server.url + path, body, headers, key=key, secret=secret,
+                service=service, when=when).headers
 
 
 def raw(server: DmqProcess, method: str, path: str, body: bytes,
@@ -222,13 +216,9 @@ def test_presigned_urls_expire(server: DmqProcess, root: Any) -> None:
     root.create_queue(QueueName="e2e-presigned")
 
     def presign(when: datetime.datetime, expires_s: int) -> str:
-        request = AWSRequest(method="GET", url=f"{server.url}/?Action=GetQueueUrl&"
-                             "QueueName=e2e-presigned&Version=2012-11-05")
-        with mock.patch("botocore.auth.get_current_datetime", return_value=when):
-            SigV4QueryAuth(Credentials(ROOT, ROOT_SECRET), "sqs", "us-east-1",
-                           expires=expires_s).add_auth(request)
-        parts = urllib.parse.urlsplit(request.url)
-        return f"{parts.path}?{parts.query}"
+        return sign("GET", f"{server.url}/?Action=GetQueueUrl&QueueName=e2e-presigned&"
+                    "Version=2012-11-05", key=ROOT, secret=ROOT_SECRET, service="sqs",
+                    when=when, presign_s=expires_s).target
 
     status, _, answer = raw(server, "GET", presign(_now(), 60), b"", {})
     assert status == 200 and b"/000000000000/e2e-presigned</QueueUrl>" in answer

@@ -19,14 +19,12 @@ from urllib.parse import urlencode, urlparse
 
 import boto3
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.config import Config
-from botocore.credentials import Credentials
 
 from bench.servers import Server
 from bench.sqs import sqs_client
 from bench.throttle import fleet, measure
+from tests.admin_signing import Signed, sign
 
 SERVERS = 4
 QUEUE_RATE, ACCOUNT_RATE = 10.0, 20.0
@@ -90,11 +88,10 @@ def test_four_servers_hold_the_accounts_rate(servers: list[Server],
                    THREADS, "per account"))
 
 
-def _post(request: AWSRequest) -> tuple[int, str]:
-    """Send a signed request over HTTP; its status and body."""
-    body = request.body if isinstance(request.body, bytes) else str(request.body).encode()
+def _post(request: Signed, body: bytes) -> tuple[int, str]:
+    """POST a signed request's body over HTTP; its status and body."""
     sent = urllib.request.Request(request.url, data=body, method="POST",
-                                  headers=dict(request.headers))
+                                  headers=request.headers)
     try:
         with urllib.request.urlopen(sent, timeout=10) as response:
             return int(response.status), response.read().decode()
@@ -151,11 +148,12 @@ def test_a_throttled_query_request_gets_the_query_error(servers: list[Server]) -
     path = urlparse(url).path
 
     def send(n: int) -> tuple[int, str]:
-        request = AWSRequest(method="POST", url=servers[n % 4].url + path, data=urlencode(
-            {"Action": "SendMessage", "Version": "2012-11-05", "MessageBody": f"q{n}"}),
-            headers={"Content-Type": "application/x-www-form-urlencoded"})
-        SigV4Auth(Credentials("k", "s"), "sqs", "us-east-1").add_auth(request)
-        return _post(request)
+        body = urlencode({"Action": "SendMessage", "Version": "2012-11-05",
+                          "MessageBody": f"q{n}"}).encode()
+        request = sign("POST", servers[n % 4].url + path, body,
+                       {"Content-Type": "application/x-www-form-urlencoded"}, key="k",
+                       secret="s", service="sqs")
+        return _post(request, body)
 
     # WHEN 20 threads each send one at the same moment, more than the bucket holds
     answers = _at_once(20, send)

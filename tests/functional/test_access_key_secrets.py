@@ -16,9 +16,10 @@ from chalice.test import Client
 from cryptography.exceptions import InvalidTag
 
 from chalicelib.aws import Clients
-from chalicelib.metadata.secret_cipher import CONTEXT_KEY, LocalCipher
+from chalicelib.encryption.secret_cipher import CONTEXT_KEY, LocalCipher
 from chalicelib.settings import Settings
 from tests.admin_signing import admin_call, client
+from tests.key_loaders import file_key
 
 ROOT, ROOT_SECRET = "AKIAKMSROOTKMSROOTKM", "kms-root-secret"
 
@@ -54,11 +55,11 @@ def test_kms_encrypts_the_secrets_and_requests_verify_through_it(aws: Clients,
 
 def test_the_local_key_file_is_private_kept_and_binds_the_key_id(tmp_path: Path) -> None:
     path = tmp_path / "data" / "access-keys.key"
-    first = LocalCipher(str(path))
+    first = LocalCipher(file_key(path))
     blob = first.encrypt(b"the-secret", "AKIAONE")
     assert path.exists() and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(path.read_bytes()) == 32 and b"the-secret" not in blob
-    again = LocalCipher(str(path))  # a restart reads the same key
+    again = LocalCipher(file_key(path))  # a restart reads the same key
     assert again.decrypt(blob, "AKIAONE") == b"the-secret"
     with pytest.raises(InvalidTag):
         again.decrypt(blob, "AKIATWO")
@@ -67,7 +68,7 @@ def test_the_local_key_file_is_private_kept_and_binds_the_key_id(tmp_path: Path)
         again.decrypt(tampered, "AKIAONE")
     path.write_bytes(b"short")
     with pytest.raises(ValueError, match="32-byte"):
-        LocalCipher(str(path)).encrypt(b"x", "AKIAONE")
+        LocalCipher(file_key(path)).encrypt(b"x", "AKIAONE")
 
 
 def test_without_a_key_file_the_key_derives_from_the_receipt_key() -> None:

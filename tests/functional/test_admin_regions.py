@@ -12,7 +12,7 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.frontend.admin_regions import check_failover, takeover_regions
+from chalicelib.regions.admin_api import check_failover, takeover_regions
 from chalicelib.service.exceptions import FailoverRefusedError
 from chalicelib.settings import Settings
 from dmqlocal.region_simulation import mark_region, set_region_state

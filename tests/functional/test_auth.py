@@ -13,18 +13,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
-from urllib.parse import urlsplit
 
 import pytest
-from botocore.auth import SigV4Auth, SigV4QueryAuth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from chalicelib.aws import Clients
 from chalicelib.settings import Settings
-from tests.admin_signing import admin_call, client
+from tests.admin_signing import admin_call, client, sign
 
 ROOT, ROOT_SECRET = "AKIAROOTROOTROOTROOT", "root-secret-root-secret-root-secret-0000"
 ACCOUNT = "000000000000"
@@ -44,36 +40,24 @@ def root(dmq: Client) -> Any:
     return client(dmq, ROOT, ROOT_SECRET)
 
 
-def _sign(request: AWSRequest, key: str, secret: str, when: datetime.datetime | None = None,
-          service: str = "sqs", presign_s: int | None = None) -> None:
-    auth: SigV4Auth = (SigV4QueryAuth(Credentials(key, secret), service, "us-east-1",
-                                      expires=presign_s) if presign_s is not None
-                       else SigV4Auth(Credentials(key, secret), service, "us-east-1"))
-    moment = when or datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-    with mock.patch("botocore.auth.get_current_datetime", return_value=moment):
-        auth.add_auth(request)
+def _signed(body: bytes, headers: dict[str, str], key: str = ROOT, secret: str = ROOT_SECRET,
+            service: str = "sqs", when: datetime.datetime | None = None) -> dict[str, str]:
+    """The headers of `POST /` to the app with this body, signed with `key` for `service`."""
+    return sign("POST", f"http://{HOST}/", body, headers, key=key, secret=secret,
+                service=service, when=when).headers
 
 
 def json_request(action: str, payload: dict[str, Any], key: str = ROOT,
-                 secret: str = ROOT_SECRET, **sign: Any) -> tuple[dict[str, str], bytes]:
+                 secret: str = ROOT_SECRET, **options: Any) -> tuple[dict[str, str], bytes]:
     body = json.dumps(payload).encode()
-    request = AWSRequest(method="POST", url=f"http://{HOST}/", data=body,
-                         headers={"Content-Type": JSON_TYPE,
-                                  "X-Amz-Target": f"AmazonSQS.{action}"})
-    _sign(request, key, secret, **sign)
-    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
-    headers["Host"] = HOST
-    return headers, body
+    return _signed(body, {"Content-Type": JSON_TYPE, "X-Amz-Target": f"AmazonSQS.{action}"},
+                   key, secret, **options), body
 
 
 def query_request(form: str, key: str = ROOT, secret: str = ROOT_SECRET,
-                  **sign: Any) -> tuple[dict[str, str], bytes]:
-    request = AWSRequest(method="POST", url=f"http://{HOST}/", data=form.encode(),
-                         headers={"Content-Type": FORM_TYPE})
-    _sign(request, key, secret, **sign)
-    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
-    headers["Host"] = HOST
-    return headers, form.encode()
+                  **options: Any) -> tuple[dict[str, str], bytes]:
+    body = form.encode()
+    return _signed(body, {"Content-Type": FORM_TYPE}, key, secret, **options), body
 
 
 def json_error(response: Any) -> tuple[int, str, str, str]:
@@ -132,21 +116,17 @@ def test_a_body_changed_after_signing_is_signature_does_not_match(dmq: Client, r
 def test_a_stated_payload_hash_must_match_the_body(dmq: Client, root: Any) -> None:
     url = root.create_queue(QueueName="hashed")["QueueUrl"]
     body = json.dumps({"QueueUrl": url, "MessageBody": "x"}).encode()
-    request = AWSRequest(method="POST", url=f"http://{HOST}/", data=body, headers={
+    headers = _signed(body, {
         "Content-Type": JSON_TYPE, "X-Amz-Target": "AmazonSQS.SendMessage",
         "X-Amz-Content-SHA256": hashlib.sha256(b"something else").hexdigest()})
-    _sign(request, ROOT, ROOT_SECRET)
-    headers = {**dict(request.headers.items()), "Host": HOST}
     status, code, _, message = json_error(dmq.http.request("POST", "/", headers=headers,
                                                            body=body))
     assert (status, code) == (403, "SignatureDoesNotMatch")
     assert "x-amz-content-sha256" in message
     # The same header with the right hash is served.
-    request = AWSRequest(method="POST", url=f"http://{HOST}/", data=body, headers={
+    headers = _signed(body, {
         "Content-Type": JSON_TYPE, "X-Amz-Target": "AmazonSQS.SendMessage",
         "X-Amz-Content-SHA256": hashlib.sha256(body).hexdigest()})
-    _sign(request, ROOT, ROOT_SECRET)
-    headers = {**dict(request.headers.items()), "Host": HOST}
     assert dmq.http.request("POST", "/", headers=headers, body=body).status_code == 200
 
 
@@ -214,10 +194,8 @@ def test_a_signature_for_another_service_is_refused(dmq: Client) -> None:
 
 
 def _presigned(query: str, expires_s: int, when: datetime.datetime | None = None) -> str:
-    request = AWSRequest(method="GET", url=f"http://{HOST}/?{query}")
-    _sign(request, ROOT, ROOT_SECRET, when=when, presign_s=expires_s)
-    parts = urlsplit(request.url)
-    return f"{parts.path}?{parts.query}"
+    return sign("GET", f"http://{HOST}/?{query}", key=ROOT, secret=ROOT_SECRET, service="sqs",
+                when=when, presign_s=expires_s).target
 
 
 def test_a_presigned_url_is_served_until_it_expires(dmq: Client, root: Any) -> None:

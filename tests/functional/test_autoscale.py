@@ -12,9 +12,9 @@ from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
-from chalicelib.domain.autoscale import ScalePolicy, ScaleState
-from chalicelib.metadata.autoscale_states import AutoscaleStates
-from chalicelib.service.autoscale import Autoscaler, ScaleEvent
+from chalicelib.clusters.autoscale_rules import ScalePolicy, ScaleState
+from chalicelib.clusters.autoscale_states import AutoscaleStates
+from chalicelib.clusters.autoscaler import Autoscaler, ScaleEvent
 from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from chalicelib.secrets import console_key, receipt_key
+from chalicelib.encryption.deployment_keys import console_key, receipt_key
 from chalicelib.settings import ConfigurationError, Settings
 from infra import deploy
 

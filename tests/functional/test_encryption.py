@@ -20,7 +20,7 @@ from app import app, runtime
 from chalicelib.aws import Clients
 from chalicelib.settings import ConfigurationError, Settings
 from infra import deploy
-from tests.admin_signing import SignedHttp
+from tests.admin_signing import admin_call
 from tests.clocks import FakeClock
 from tests.conftest import sqs_client
 from tests.functional.test_query_protocol import error_of, post
@@ -277,7 +277,7 @@ def test_redrive_reseals_for_the_destination_under_the_new_id(
 def test_admin_peek_shows_plaintext(dmq: Client, sqs: Any) -> None:
     url = sqs.create_queue(QueueName="peeked")["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="look at me")
-    response = SignedHttp(dmq).get("/admin/queues/000000000000/peeked/messages")
+    response = admin_call(dmq, "GET", "/admin/queues/000000000000/peeked/messages")
     assert response.status_code == 200
     assert [m["body"] for m in json.loads(response.body)["messages"]] == ["look at me"]
 

@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from app import runtime
-from chalicelib.domain import fifo
+from chalicelib.fifo import rules as fifo
 from tests.clocks import FakeClock
 
 MISSING_DEDUP = ("The queue should either have ContentBasedDeduplication enabled or "

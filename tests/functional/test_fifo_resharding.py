@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from app import runtime
+from chalicelib.clusters.shards import DRAIN_GRACE_MS, SWITCH_MS
 from chalicelib.domain.queues import QueueRecord
-from chalicelib.service import fifo_gate
-from chalicelib.service.shards import DRAIN_GRACE_MS, SWITCH_MS
+from chalicelib.fifo import gate as fifo_gate
 from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"

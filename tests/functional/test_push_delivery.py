@@ -18,12 +18,12 @@ import pytest
 from chalice.test import Client
 
 from app import runtime
-from chalicelib.backend import push as targets
-from chalicelib.metadata.subscriptions import SubscriptionRepository
-from chalicelib.service.push import PushDelivery, PushOptions
-from chalicelib.service.push_events import EVENT_SOURCE
+from chalicelib.push import targets
+from chalicelib.push.delivery import PushDelivery, PushOptions
+from chalicelib.push.events import EVENT_SOURCE
+from chalicelib.push.registry import SubscriptionRepository
 from chalicelib.settings import Settings
-from tests.admin_signing import SignedHttp
+from tests.admin_signing import admin_call
 from tests.clocks import FakeClock
 
 ACCOUNT = "000000000000"
@@ -95,9 +95,8 @@ class Delivering:
 
 
 def subscribe(dmq: Client, name: str, **body: Any) -> dict[str, Any]:
-    response = SignedHttp(dmq).post(f"/admin/queues/{ACCOUNT}/{name}/subscriptions",
-                             headers={"Content-Type": "application/json"},
-                             body=json.dumps(body))
+    response = admin_call(dmq, "POST", f"/admin/queues/{ACCOUNT}/{name}/subscriptions",
+                          json.dumps(body).encode())
     assert response.status_code == 200, response.body
     return dict(response.json_body)
 
@@ -110,7 +109,7 @@ def wait_until(check: Callable[[], bool]) -> None:
 
 
 def counts(dmq: Client, name: str) -> tuple[int, int]:
-    shown = SignedHttp(dmq).get(f"/admin/queues/{ACCOUNT}/{name}").json_body
+    shown = admin_call(dmq, "GET", f"/admin/queues/{ACCOUNT}/{name}").json_body
     return shown["visible"], shown["in_flight"]
 
 
@@ -398,7 +397,7 @@ def test_subscriptions_outlive_the_process_that_created_them(
     url = sqs.create_queue(QueueName="durable")["QueueUrl"]
     created = subscribe(dmq, "durable", FunctionName=recorder.name)  # type: ignore[attr-defined]
     runtime.configure(settings, clock)  # a new container: nothing kept in memory
-    listed = SignedHttp(dmq).get(f"/admin/queues/{ACCOUNT}/durable/subscriptions").json_body
+    listed = admin_call(dmq, "GET", f"/admin/queues/{ACCOUNT}/durable/subscriptions").json_body
     assert [s["UUID"] for s in listed["subscriptions"]] == [created["UUID"]]
     sqs.send_message(QueueUrl=url, MessageBody="after restart")
     with Delivering(runtime.push()):
@@ -456,7 +455,7 @@ def test_subscribing_and_unsubscribing_wake_this_processs_delivery(
     assert delivery._woken.is_set()
     # AND likewise when it unsubscribes
     delivery._woken.clear()
-    response = SignedHttp(dmq).delete(
-        f"/admin/queues/{ACCOUNT}/woken/subscriptions/{sub['UUID']}")
+    response = admin_call(
+        dmq, "DELETE", f"/admin/queues/{ACCOUNT}/woken/subscriptions/{sub['UUID']}")
     assert response.status_code == 200, response.body
     assert delivery._woken.is_set()

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from chalicelib.backend import push as targets
-from chalicelib.service.subscriptions import MAX_PER_QUEUE
-from tests.admin_signing import SignedHttp
+from chalicelib.push import targets
+from chalicelib.push.subscriptions import MAX_PER_QUEUE
+from tests.admin_signing import admin_call
 
 ACCOUNT = "000000000000"
 BASE = f"/admin/queues/{ACCOUNT}"
@@ -29,8 +29,7 @@ def worker() -> Iterator[str]:
 
 
 def post(dmq: Client, name: str, body: Any) -> Any:
-    return SignedHttp(dmq).post(f"{BASE}/{name}/subscriptions",
-                         headers={"Content-Type": "application/json"}, body=json.dumps(body))
+    return admin_call(dmq, "POST", f"{BASE}/{name}/subscriptions", json.dumps(body).encode())
 
 
 def test_create_list_and_delete_with_the_documented_defaults(
@@ -38,7 +37,7 @@ def test_create_list_and_delete_with_the_documented_defaults(
     url = sqs.create_queue(QueueName="subscribed")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
         "Attributes"]["QueueArn"]
-    assert SignedHttp(dmq).get(f"{BASE}/subscribed/subscriptions").json_body == {
+    assert admin_call(dmq, "GET", f"{BASE}/subscribed/subscriptions").json_body == {
         "queue_id": f"{ACCOUNT}/subscribed", "subscriptions": []}
     created = post(dmq, "subscribed", {"FunctionName": worker}).json_body
     assert created["EventSourceArn"] == arn
@@ -53,14 +52,14 @@ def test_create_list_and_delete_with_the_documented_defaults(
         "Enabled": False}).json_body
     assert (hook["BatchSize"], hook["ScalingConfig"], hook["State"]) == (
         10_000, {"MaximumConcurrency": 1000}, "Disabled")
-    listed = SignedHttp(dmq).get(f"{BASE}/subscribed/subscriptions").json_body["subscriptions"]
+    listed = admin_call(dmq, "GET", f"{BASE}/subscribed/subscriptions").json_body["subscriptions"]
     assert sorted(s["UUID"] for s in listed) == sorted([created["UUID"], hook["UUID"]])
 
-    deleted = SignedHttp(dmq).delete(f"{BASE}/subscribed/subscriptions/{created['UUID']}")
+    deleted = admin_call(dmq, "DELETE", f"{BASE}/subscribed/subscriptions/{created['UUID']}")
     assert deleted.status_code == 200 and deleted.json_body["UUID"] == created["UUID"]
-    listed = SignedHttp(dmq).get(f"{BASE}/subscribed/subscriptions").json_body["subscriptions"]
+    listed = admin_call(dmq, "GET", f"{BASE}/subscribed/subscriptions").json_body["subscriptions"]
     assert [s["UUID"] for s in listed] == [hook["UUID"]]
-    again = SignedHttp(dmq).delete(f"{BASE}/subscribed/subscriptions/{created['UUID']}")
+    again = admin_call(dmq, "DELETE", f"{BASE}/subscribed/subscriptions/{created['UUID']}")
     assert again.status_code == 404
     assert again.json_body["code"] == "ResourceNotFoundException"
 
@@ -111,11 +110,10 @@ def test_every_limit_is_refused_with_its_message(sqs: Any, dmq: Client, worker: 
     assert unknown.status_code == 404
     assert unknown.json_body == {"code": "ResourceNotFoundException",
                                  "message": "Function not found: not-registered"}
-    not_json = SignedHttp(dmq).post(f"{BASE}/limits/subscriptions",
-                             headers={"Content-Type": "application/json"}, body="[1]")
+    not_json = admin_call(dmq, "POST", f"{BASE}/limits/subscriptions", b"[1]")
     assert not_json.status_code == 400
     assert post(dmq, "missing", {"FunctionName": worker}).status_code == 404
-    assert SignedHttp(dmq).get(f"{BASE}/missing/subscriptions").json_body["code"] == (
+    assert admin_call(dmq, "GET", f"{BASE}/missing/subscriptions").json_body["code"] == (
         "QueueDoesNotExist")
 
 
@@ -126,5 +124,5 @@ def test_a_queue_takes_at_most_ten_subscriptions(sqs: Any, dmq: Client, worker: 
     refused = post(dmq, "crowded", {"FunctionName": worker})
     assert refused.status_code == 409
     assert refused.json_body["code"] == "ResourceConflictException"
-    listed = SignedHttp(dmq).get(f"{BASE}/crowded/subscriptions").json_body["subscriptions"]
+    listed = admin_call(dmq, "GET", f"{BASE}/crowded/subscriptions").json_body["subscriptions"]
     assert len(listed) == MAX_PER_QUEUE

@@ -57,7 +57,7 @@ def test_a_queues_replication_lag_is_kept_and_printed_per_target_region(
 
 
 def test_queue_lags_take_each_queues_largest_and_leave_out_queue_records() -> None:
-    from chalicelib.service.replication import queue_lags
+    from chalicelib.regions.replication import queue_lags
 
     def record(keys: dict[str, Any], created_s: float | None) -> dict[str, Any]:
         data: dict[str, Any] = {"Keys": keys}

@@ -18,11 +18,11 @@ from chalice.test import Client
 from app import app, runtime
 from chalicelib import observability
 from chalicelib.aws import Clients
-from chalicelib.backend.replica import ReplicaApplier, live_item
 from chalicelib.clock import SystemClock
 from chalicelib.domain.exceptions import StoreUnavailableError
-from chalicelib.service import failover as failover_module
-from chalicelib.service.failover import RESYNC_SETTLE_MS, FailoverManager
+from chalicelib.regions import failover as failover_module
+from chalicelib.regions.failover import RESYNC_SETTLE_MS, FailoverManager
+from chalicelib.regions.replica import ReplicaApplier, live_item
 from chalicelib.settings import Settings
 from dmqlocal.handlers import stream_bindings
 from dmqlocal.pump import StreamPump, to_lambda_record

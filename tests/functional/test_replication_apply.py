@@ -14,7 +14,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from chalicelib.backend.replica import (
+from chalicelib.domain.exceptions import StoreError
+from chalicelib.regions.replica import (
     SEQ,
     TOMB,
     TOMBSTONE_TTL_S,
@@ -24,7 +25,6 @@ from chalicelib.backend.replica import (
     live_item,
     padded,
 )
-from chalicelib.domain.exceptions import StoreError
 from dmqlocal.pump import to_lambda_record
 from infra import provision
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from chalicelib.aws import Clients
-from chalicelib.backend import resync
-from chalicelib.backend.replica import TOMB
-from chalicelib.backend.resync import resync_partition
 from chalicelib.domain.exceptions import StoreError
+from chalicelib.regions import resync
+from chalicelib.regions.replica import TOMB
+from chalicelib.regions.resync import resync_partition
 from chalicelib.settings import Settings
 from infra import provision
 from tests.functional.test_faults import Faults, every

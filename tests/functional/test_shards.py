@@ -16,9 +16,9 @@ from chalice.test import Client
 from app import runtime
 from chalicelib.aws import Clients
 from chalicelib.clock import SystemClock
+from chalicelib.clusters.shards import DRAIN_GRACE_MS
 from chalicelib.service.messages import HandleEntry, SendRequest
 from chalicelib.service.receipts import ReceiptCodec
-from chalicelib.service.shards import DRAIN_GRACE_MS
 from chalicelib.settings import Settings
 from tests.clocks import FakeClock
 

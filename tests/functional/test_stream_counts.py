@@ -15,9 +15,9 @@ from app import runtime
 from chalicelib.aws import Clients
 from chalicelib.backend.counters import MAX_TERMS, ShardCounters, changes_of
 from chalicelib.backend.hidden_counts import BUCKET_MS, HORIZON_MS
-from chalicelib.backend.replica import SEQ, TOMB
-from chalicelib.backend.shard_load import SLOT_MS
+from chalicelib.clusters.shard_load import SLOT_MS
 from chalicelib.domain.lanes import LANE_BASE
+from chalicelib.regions.replica import SEQ, TOMB
 from tests.clocks import FakeClock
 
 CONTROL_TABLE = "dmq-control"

@@ -27,6 +27,7 @@ from chalicelib.domain.fair_share import ConcurrencyShare
 from chalicelib.settings import Settings
 from dmqlocal.front_door import FrontDoor
 from dmqlocal.server import LocalServer
+from tests.admin_signing import sign
 
 ROOT, ROOT_SECRET = "AKIAFAIRROOTFAIRROOT", "fair-root-secret-fair-root-secret-000000"
 VICTIM, FLOODER = "111111111111", "222222222222"
@@ -123,15 +124,10 @@ def raw(server: LocalServer, key: tuple[str, str], body: bytes) -> tuple[int, di
     """A SendMessage request signed with `key` whose body is whatever is given."""
     import urllib.request
 
-    from botocore.auth import SigV4Auth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
-
-    request = AWSRequest(method="POST", url=server.url + "/", data=body, headers={
-        "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.SendMessage"})
-    SigV4Auth(Credentials(*key), "sqs", "us-east-1").add_auth(request)
-    sent = urllib.request.Request(server.url + "/", data=body, method="POST",
-                                  headers=dict(request.headers.items()))
+    signed = sign("POST", server.url + "/", body, {
+        "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.SendMessage"},
+        key=key[0], secret=key[1], service="sqs")
+    sent = urllib.request.Request(signed.url, data=body, method="POST", headers=signed.headers)
     try:
         with urllib.request.urlopen(sent, timeout=30) as response:
             return response.status, json.loads(response.read())

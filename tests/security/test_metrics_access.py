@@ -23,7 +23,7 @@ from chalicelib.settings import Settings
 from dmqlocal import metrics_access
 from dmqlocal.metrics import MetricsEndpoint
 from dmqlocal.shared_render import SharedRender
-from tests.admin_signing import admin_call, admin_headers, client
+from tests.admin_signing import ENDPOINT, admin_call, client, sign
 from tests.clocks import FakeClock
 from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, launch
 from tests.security.attackers import ROOT, ROOT_SECRET, new_data_dir, required_settings
@@ -68,7 +68,7 @@ def test_an_anonymous_scrape_in_the_required_mode_is_refused(served: Client) -> 
 
 def test_an_admin_or_the_token_may_scrape(served: Client) -> None:
     client(served, ROOT, ROOT_SECRET).create_queue(QueueName="scraped")
-    signed = admin_headers("GET", "/metrics", key=ROOT, secret=ROOT_SECRET)
+    signed = sign("GET", f"{ENDPOINT}/metrics", key=ROOT, secret=ROOT_SECRET).headers
     for headers in ({"Authorization": f"Bearer {TOKEN}"}, _basic(ROOT, ROOT_SECRET), signed):
         answer = served.http.get("/metrics", headers=headers)
         assert answer.status_code == 200, (headers, answer.body)

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from chalicelib.backend import push as targets
-from chalicelib.backend import push_http
-from chalicelib.domain.destinations import DestinationPolicy
+from chalicelib.push import endpoint as push_http
+from chalicelib.push import targets
+from chalicelib.push.destinations import DestinationPolicy
 from chalicelib.settings import ConfigurationError, Settings
 from dmqlocal.tls import local_certificates, server_context
-from tests.admin_signing import SignedHttp
+from tests.admin_signing import admin_call
 
 ACCOUNT = "000000000000"
 LOOPBACK = DestinationPolicy.of(["127.0.0.0/8", "::1/128"])
@@ -103,9 +103,8 @@ def test_the_allowed_networks_setting_is_parsed_and_checked() -> None:
 
 # -- at subscription time ---------------------------------------------------------------------
 def _subscribe(dmq: Client, endpoint: str) -> Any:
-    return SignedHttp(dmq).post(f"/admin/queues/{ACCOUNT}/hooked/subscriptions",
-                                headers={"Content-Type": "application/json"},
-                                body=json.dumps({"Endpoint": endpoint}))
+    return admin_call(dmq, "POST", f"/admin/queues/{ACCOUNT}/hooked/subscriptions",
+                      json.dumps({"Endpoint": endpoint}).encode())
 
 
 @pytest.mark.parametrize("endpoint", [
@@ -120,7 +119,7 @@ def test_subscribing_an_internal_endpoint_is_refused_with_a_clear_error(
     assert response.json_body["code"] == "InvalidParameterValue"
     message = response.json_body["message"]
     assert "not allowed" in message and "DMQ_PUSH_ALLOWED_NETWORKS" in message
-    listed = SignedHttp(dmq).get(f"/admin/queues/{ACCOUNT}/hooked/subscriptions").json_body
+    listed = admin_call(dmq, "GET", f"/admin/queues/{ACCOUNT}/hooked/subscriptions").json_body
     assert listed["subscriptions"] == []
 
 

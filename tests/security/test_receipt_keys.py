@@ -21,13 +21,14 @@ from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from app import runtime
-from chalicelib import secrets
 from chalicelib.aws import Clients
 from chalicelib.domain.messages import MessageRef
+from chalicelib.encryption import deployment_keys as secrets
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.settings import ConfigurationError, Settings
 from tests.clocks import FakeClock
 from tests.e2e.conftest import START_TIMEOUT_S, STOP_TIMEOUT_S, launch
+from tests.key_loaders import FILES
 from tests.security.attackers import (
     ACCOUNT,
     PUBLISHED_KEY,
@@ -81,20 +82,22 @@ def test_no_key_is_written_in_the_shipped_source() -> None:
 
 def test_the_key_is_made_once_private_in_the_data_folder_and_kept(data_dir: Path) -> None:
     settings = Settings(data_dir=str(data_dir))
-    first = secrets.receipt_key(settings)
+    first = secrets.receipt_key(settings, secret_file=FILES.secret)
     path = data_dir / "keys" / "receipt.key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert len(first) >= 43 and first != PUBLISHED_KEY
-    assert secrets.receipt_key(Settings(data_dir=str(data_dir))) == first  # a restart
-    console = secrets.console_key(settings)
+    restarted = secrets.receipt_key(Settings(data_dir=str(data_dir)), secret_file=FILES.secret)
+    assert restarted == first
+    console = secrets.console_key(settings, secret_file=FILES.secret)
     assert console != first and (data_dir / "keys" / "console.key").is_file()
-    assert secrets.receipt_key(Settings(data_dir=str(data_dir / "other"))) != first
+    assert secrets.receipt_key(Settings(data_dir=str(data_dir / "other")),
+                               secret_file=FILES.secret) != first
 
 
 def test_processes_starting_at_once_end_up_with_one_key(data_dir: Path) -> None:
     path = data_dir / "keys" / "receipt.key"
-    code = ("import sys; from pathlib import Path; from chalicelib.key_files import "
+    code = ("import sys; from pathlib import Path; from dmqlocal.key_files import "
             "read_or_create; print(read_or_create(Path(sys.argv[1])))")
     started = [subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=ROOT_DIR,
                                 stdout=subprocess.PIPE, text=True) for _ in range(6)]

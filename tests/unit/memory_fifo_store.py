@@ -1,4 +1,4 @@
-"""The FIFO store (`chalicelib.backend.fifo_store.FifoStore`) in memory: the twin the
+"""The FIFO store (`chalicelib.fifo.store.FifoStore`) in memory: the twin the
 FIFO contract tests run beside DynamoDB, with the same rules. Each call is atomic (one
 lock), as each of DynamoDB's transactions is. Several front ends share one
 `MemoryFifoTable`, as they share a messages table."""
@@ -9,15 +9,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from chalicelib.backend.fifo_store import (
+from chalicelib.domain.messages import Counts, Message, MessageRef
+from chalicelib.fifo import rules as fifo
+from chalicelib.fifo.store import (
     ClaimPlan,
     FifoEntry,
     GroupState,
     SendLayout,
     SendOutcome,
 )
-from chalicelib.domain import fifo
-from chalicelib.domain.messages import Counts, Message, MessageRef
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chalicelib.backend.shard_load import ShardLoad
 from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
+from chalicelib.clusters.shard_load import ShardLoad
 from chalicelib.domain.messages import Candidate, Counts, Message, MessageRef, VisibilityOutcome
 
 

@@ -4,8 +4,14 @@ most /2 a step, and leaves a pinned queue alone."""
 
 from __future__ import annotations
 
-from chalicelib.backend.shard_load import SLOT_MS, ShardLoad
-from chalicelib.domain.autoscale import MAX_SHARDS, ScalePolicy, ScaleState, decide, next_due_ms
+from chalicelib.clusters.autoscale_rules import (
+    MAX_SHARDS,
+    ScalePolicy,
+    ScaleState,
+    decide,
+    next_due_ms,
+)
+from chalicelib.clusters.shard_load import SLOT_MS, ShardLoad
 
 POLICY = ScalePolicy(target_rate=100, interval_s=10, cooldown_s=60, checks=3)
 S = 10_000  # one interval, in ms

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.domain.autoscale import ScalePolicy
+from chalicelib.clusters.autoscale_rules import ScalePolicy
 from chalicelib.settings import ConfigurationError, Settings
 
 

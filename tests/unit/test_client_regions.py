@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from chalicelib.client_regions import ClientRegions
+from chalicelib.regions.clients import ClientRegions
 from chalicelib.service.exceptions import ServiceUnavailableError, SignatureDoesNotMatchError
 
 

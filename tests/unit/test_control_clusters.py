@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from chalicelib.clusters.placement import ClusterLoad
 from chalicelib.domain.exceptions import StoreThrottledError
 from chalicelib.metadata.control import DEFAULT_CAPACITY, ControlRepository
-from chalicelib.metadata.placement import ClusterLoad
 
 TABLE = "dmq-control"
 RECORDS = {f"cluster#{name}": {"key": {"S": f"cluster#{name}"}, "capacity": {"N": cap},

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from chalicelib.clusters.shards import MAX_SHARDS
 from chalicelib.frontend.admin import MAX_PEEK
-from chalicelib.service.shards import MAX_SHARDS
 from dmqcli import main as cli
 from dmqcli.admin_api import AdminApi
 from dmqcli.commands import clusters, messages, subscriptions

@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.backend.keys import DataKey, KeyServiceError, KmsKeys, LocalKeys
 from chalicelib.domain.messages import AttributeValue, Message
 from chalicelib.domain.queues import QueueRecord
-from chalicelib.service.encryption import (
+from chalicelib.encryption.envelope import (
     Envelope,
     MessageCipher,
     protection_of,
 )
+from chalicelib.encryption.keys import DataKey, KeyServiceError, KmsKeys, LocalKeys
 from chalicelib.service.exceptions import KmsError
 from tests.clocks import FakeClock
+from tests.key_loaders import file_key
 
 MANAGED = "dmq/sse-sqs"
 BODY = "the secret plaintext body ü"
@@ -238,7 +239,7 @@ def test_unencrypted_queue_stores_messages_as_sent(cipher: MessageCipher) -> Non
 def test_key_file_is_created_once_private_and_shared(tmp_path: Path, clock: FakeClock) -> None:
     # GIVEN two processes' key wrappers over one key file that does not exist yet
     path = tmp_path / "keys" / "sse.key"
-    first, second = LocalKeys(path), LocalKeys(path)
+    first, second = LocalKeys(file_key(path)), LocalKeys(file_key(path))
     queue = _queue()
     sealed = MessageCipher(first, MANAGED, clock).seal(queue, _message())
     # THEN the file holds a 256-bit key readable by its owner only
@@ -246,17 +247,18 @@ def test_key_file_is_created_once_private_and_shared(tmp_path: Path, clock: Fake
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     # AND the other process (and a restarted one) opens what the first sealed
     assert MessageCipher(second, MANAGED, clock).open(queue, sealed).body == BODY
-    assert MessageCipher(LocalKeys(path), MANAGED, clock).open(queue, sealed).body == BODY
+    assert MessageCipher(LocalKeys(file_key(path)), MANAGED, clock).open(queue, sealed).body == BODY
     # AND a different key file does not
     with pytest.raises(KmsError):
-        MessageCipher(LocalKeys(tmp_path / "other.key"), MANAGED, clock).open(queue, sealed)
+        other = LocalKeys(file_key(tmp_path / "other.key"))
+        MessageCipher(other, MANAGED, clock).open(queue, sealed)
 
 
 def test_a_damaged_key_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "sse.key"
     path.write_bytes(b"short")
     with pytest.raises(KeyServiceError) as raised:
-        LocalKeys(path).generate(MANAGED)
+        LocalKeys(file_key(path)).generate(MANAGED)
     assert raised.value.code == "KmsInvalidState"
 
 

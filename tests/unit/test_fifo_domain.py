@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from chalicelib.domain import fifo
+from chalicelib.fifo import rules as fifo
 
 
 @pytest.mark.parametrize("value", ["a", "A-9_x", "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "x" * 128])

@@ -8,9 +8,10 @@ import random
 
 import pytest
 
-from chalicelib.domain import fifo, fifo_ranges
-from chalicelib.domain.fifo_ranges import Range
 from chalicelib.domain.queues import Shard, shards_from_text, shards_to_text
+from chalicelib.fifo import ranges as fifo_ranges
+from chalicelib.fifo import rules as fifo
+from chalicelib.fifo.ranges import Range
 
 GROUPS = [f"group-{i}" for i in range(400)]
 

@@ -14,8 +14,8 @@ from chalicelib.backend.hidden_counts import (
     kept,
     stale,
 )
-from chalicelib.backend.replica import TOMB
 from chalicelib.domain.lanes import LANE_BASE, to_noisy_lane
+from chalicelib.regions.replica import TOMB
 
 NOW = 1_700_000_000_000
 MINUTE = NOW // BUCKET_MS

@@ -1,84 +1,26 @@
-"""The layer rules of docs/architecture.md, checked on the import statements of every module.
+"""The layers of docs/architecture.md: import-linter's contracts (pyproject.toml, run by
+`make lint`) kept, with what those contracts cannot say checked here:
 
-handlers (the Chalice blueprints) -> the runtime, frontend, service, backend, domain;
-frontend -> service, domain; service -> backend, metadata, domain; backend and metadata ->
-domain and the storage boundary; domain -> nothing of chalicelib. Imports inside functions and
-under TYPE_CHECKING count like any other.
+- every module of `chalicelib/` sits in exactly one layer, so no new module escapes them;
+- a capability package's `__init__` imports nothing (its docstring names its rooms);
+- the domain imports only the standard library;
+- the contracts fail on a module that imports upwards.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# The layer of each top-level module of chalicelib/ outside the layer packages.
-ROOT_MODULES = {
-    "chalicelib": "base",
-    "chalicelib.clock": "base",
-    "chalicelib.settings": "base",
-    "chalicelib.aws": "base",
-    "chalicelib.regions": "base",
-    "chalicelib.observability": "base",
-    "chalicelib.secrets": "base",
-    "chalicelib.key_files": "base",
-    "chalicelib.dynamo_errors": "storage",
-    "chalicelib.dynamo_batches": "storage",
-    "chalicelib.runtime": "wiring",
-    "chalicelib.client_regions": "wiring",
-    "chalicelib.settings_regions": "base",
-    "chalicelib.settings_guard": "base",
-    "chalicelib.settings_clusters": "base",
-    "chalicelib.settings_autoscale": "base",
-    "chalicelib.settings_checks": "base",
-    "chalicelib.settings_limits": "base",
-    "chalicelib.settings_security": "base",
-    "chalicelib.settings_serving": "base",
-    "chalicelib.settings_storage": "base",
-    "chalicelib.runtime_types": "wiring",
-    "chalicelib.runtime_keys": "wiring",
-}
-PACKAGES = ("domain", "backend", "metadata", "service", "frontend", "handlers")
-
-# What each layer may import from chalicelib (its own layer always included).
-ALLOWED = {
-    "domain": set(),
-    "base": {"domain"},
-    "storage": {"domain"},
-    "backend": {"domain", "storage", "base"},
-    "metadata": {"domain", "storage", "base"},
-    "service": {"backend", "metadata", "domain", "base"},
-    "frontend": {"service", "domain", "base"},
-    "handlers": {"wiring", "frontend", "service", "backend", "domain", "base"},
-}
-
-# Modules that build the object graph, and so import every layer.
-EXEMPT_MODULES = {
-    "app": "the Chalice app: builds the runtime and routes to the frontend",
-    "chalicelib.runtime": "builds the stores, repositories and services of each region",
-    "chalicelib.runtime_types": "names the handles of one region (stores, repositories, "
-    "clients) that the runtime builds",
-    "chalicelib.runtime_keys": "chooses the runtime's key wrapper and secret cipher (KMS "
-    "or key files) and builds the identities over them",
-    "chalicelib.client_regions": "the runtime's client regions: refuses an opening with "
-    "the SQS errors the services raise",
-}
-
-# Single imports across the rules, each with its reason.
-EXEMPT_EDGES = {
-    ("chalicelib.service.failover", "chalicelib.runtime_types"): "reaches another region's "
-    "stores and repositories (BackendOf), both layers the service may use",
-    ("chalicelib.service.replication", "chalicelib.runtime_types"): "reaches another "
-    "region's stores and repositories (BackendOf), both layers the service may use",
-    ("chalicelib.frontend.admin_regions", "chalicelib.runtime"): "the admin view of regions "
-    "reads every region's health and heartbeats from the runtime",
-}
-
-# Outside chalicelib/: never packaged into a Lambda, so chalicelib must not need them.
-FORBIDDEN_ROOTS = ("dmqlocal", "dmqcli", "moto", "tests", "infra", "localstack")
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+LAYERS = next(c for c in CONTRACTS["contracts"] if c["id"] == "layers")["layers"]
+CAPABILITIES = ("push", "encryption", "fifo", "clusters", "regions", "usage")
 
 
 def _module_name(path: Path) -> str:
@@ -88,95 +30,82 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _modules() -> dict[str, Path]:
-    paths = [*sorted((ROOT / "chalicelib").rglob("*.py")), ROOT / "app.py"]
-    return {_module_name(p): p for p in paths}
+MODULES = {_module_name(p): p for p in sorted((ROOT / "chalicelib").rglob("*.py"))}
 
 
-MODULES = _modules()
+def _layer_members(layer: str) -> list[str]:
+    return [m.strip() for m in layer.replace("|", ":").split(":")]
 
 
-def _is_module(name: str) -> bool:
-    return name in MODULES
+def layers_of(name: str) -> list[int]:
+    """The index of each layer whose listed modules contain `name`."""
+    return [i for i, layer in enumerate(LAYERS)
+            if any(name == m or name.startswith(m + ".") for m in _layer_members(layer))]
 
 
-def _imports(name: str, path: Path) -> list[str]:
-    """Every module this one imports: `from pkg import mod` counts as pkg.mod."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def _imports(path: Path) -> list[str]:
     found: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            for alias in node.names:
-                full = f"{base}.{alias.name}"
-                found.append(full if _is_module(full) else base)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append(node.module or "")
     return found
 
 
-def layer_of(name: str) -> str:
-    """The layer a chalicelib module belongs to."""
-    if name in ROOT_MODULES:
-        return ROOT_MODULES[name]
-    parts = name.split(".")
-    if parts[0] == "chalicelib" and len(parts) > 1 and parts[1] in PACKAGES:
-        return parts[1]
-    if name == "app":
-        return "wiring"
-    raise AssertionError(f"{name} belongs to no layer: add it to ROOT_MODULES or PACKAGES")
+def _run_contracts(cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)
 
 
-def _violations() -> list[str]:
-    out: list[str] = []
-    for name, path in MODULES.items():
-        source = layer_of(name)
-        for target in _imports(name, path):
-            root = target.split(".")[0]
-            if root in FORBIDDEN_ROOTS:
-                out.append(f"{name} imports {target}")
-                continue
-            if source == "domain" and root not in sys.stdlib_module_names and root != "chalicelib":
-                out.append(f"{name} (domain) imports {target}: the domain is pure Python")
-                continue
-            if root != "chalicelib" or name in EXEMPT_MODULES or (name, target) in EXEMPT_EDGES:
-                continue
-            target_layer = layer_of(target if _is_module(target) else target.rpartition(".")[0])
-            if target_layer != source and target_layer not in ALLOWED[source]:
-                out.append(f"{name} ({source}) imports {target} ({target_layer})")
-    return sorted(set(out))
-
-
-def test_every_module_has_a_layer() -> None:
+def test_every_module_is_in_exactly_one_layer() -> None:
+    packages = {"chalicelib", *(f"chalicelib.{c}" for c in CAPABILITIES)}
     for name in MODULES:
-        assert layer_of(name)
+        if name in packages:
+            continue
+        assert len(layers_of(name)) == 1, f"{name} is in layers {layers_of(name)} of " \
+            "pyproject.toml's layers contract: give it exactly one"
 
 
-def test_layers_import_only_what_they_may() -> None:
-    violations = _violations()
-    assert not violations, "\n".join(violations)
+def test_every_listed_module_exists() -> None:
+    for layer in LAYERS:
+        for member in _layer_members(layer):
+            assert member in MODULES, f"the layers contract names {member}, which is gone"
 
 
-def test_exemptions_are_still_needed() -> None:
-    for name in EXEMPT_MODULES:
-        assert name in MODULES, f"exempt module {name} no longer exists"
-    for source, target in EXEMPT_EDGES:
-        assert target in _imports(source, MODULES[source]), f"{source} no longer imports {target}"
+def test_capability_packages_import_nothing_and_say_what_they_own() -> None:
+    for capability in CAPABILITIES:
+        init = ROOT / "chalicelib" / capability / "__init__.py"
+        tree = ast.parse(init.read_text())
+        assert ast.get_docstring(tree), f"{init.name} of {capability} says what it owns"
+        assert not _imports(init), f"chalicelib.{capability} imports nothing at package level"
 
 
-def test_the_rules_catch_a_backend_importing_the_service() -> None:
-    assert "service" not in ALLOWED["backend"]
-    assert "backend" not in ALLOWED["frontend"] and "backend" not in ALLOWED["metadata"]
-    assert layer_of("chalicelib.backend.receipts") == "backend"
-    assert layer_of("chalicelib.service.exceptions") == "service"
+def test_the_domain_is_pure_python() -> None:
+    domain = LAYERS[-1]
+    for name, path in MODULES.items():
+        if layers_of(name) != [len(LAYERS) - 1]:
+            continue
+        for target in _imports(path):
+            root = target.split(".")[0]
+            assert root in sys.stdlib_module_names or any(
+                target == m or target.startswith(m + ".") for m in _layer_members(domain)), \
+                f"{name} (domain) imports {target}: the domain is pure Python"
 
 
 def test_the_import_linter_contracts_are_kept() -> None:
-    """`make lint`'s layers contract (pyproject.toml), run as `make test` runs everything."""
-    done = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    """`make lint`'s contracts, run as `make test` runs everything."""
+    done = _run_contracts(ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 kept, 0 broken" in done.stdout, done.stdout
+    assert f"{len(CONTRACTS['contracts'])} kept, 0 broken" in done.stdout, done.stdout
+
+
+def test_the_contracts_catch_a_store_that_imports_the_service(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "chalicelib", tmp_path / "chalicelib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    upward = tmp_path / "chalicelib" / "fifo" / "dynamo_base.py"
+    upward.write_text(upward.read_text() + "\nfrom chalicelib.fifo import service  # noqa\n")
+    done = _run_contracts(tmp_path)
+    assert done.returncode != 0
+    assert "chalicelib.fifo.dynamo_base -> chalicelib.fifo.service" in done.stdout, done.stdout

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from app import app
-from chalicelib.service.push import WAKE_INTERVAL_S, PushDelivery, PushOptions
+from chalicelib.push.delivery import WAKE_INTERVAL_S, PushDelivery, PushOptions
 from dmqlocal.activity import Activity
 from dmqlocal.handlers import (
     AUTOSCALE_SCHEDULE,

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from chalicelib.backend.clusters import ClusterStores
 from chalicelib.backend.wakeups import Wakeups
+from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.messages import Candidate, Message
 from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.service.attributes import with_defaults

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from chalicelib.metadata.placement import ClusterLoad, HashRing, NoClusterAvailable, split_targets
+from chalicelib.clusters.placement import ClusterLoad, HashRing, NoClusterAvailable, split_targets
 
 KEYS = [f"000000000000/queue-{i}" for i in range(10_000)]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.domain.subscriptions import (
+from chalicelib.push.subscription import (
     BatchItem,
     Invocation,
     Subscription,

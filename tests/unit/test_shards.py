@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from chalicelib.clusters.shards import MAX_SHARDS, resize, split
 from chalicelib.domain.queues import Shard, shards_from_text, shards_to_text
-from chalicelib.service.shards import MAX_SHARDS, resize, split
 
 
 def _states(shards: tuple[Shard, ...]) -> list[tuple[int, str, bool]]:

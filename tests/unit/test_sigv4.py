@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import datetime
 from typing import Any
-from unittest import mock
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from botocore.auth import SigV4Auth, SigV4QueryAuth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
+from chalicelib.encryption.secret_cipher import LocalCipher
 from chalicelib.frontend.authn import authenticate
 from chalicelib.frontend.sigv4 import SignedRequest, check_time, parse, verify
-from chalicelib.metadata.secret_cipher import LocalCipher
 from chalicelib.service.exceptions import (
     IncompleteSignatureError,
     InvalidClientTokenIdError,
@@ -23,6 +19,7 @@ from chalicelib.service.exceptions import (
     SignatureDoesNotMatchError,
 )
 from chalicelib.service.identity import CACHE_LIMIT, Identities
+from tests.admin_signing import sign
 from tests.clocks import FakeClock
 
 KEY, SECRET = "AKIAUNITUNITUNITUNIT", "unit-secret"
@@ -44,20 +41,12 @@ def _identities() -> Identities:
 def _signed(body: bytes = b"Action=ListQueues", query: str = "", presign_s: int | None = None,
             key: str = KEY) -> SignedRequest:
     url = "http://dmq.test/" + (f"?{query}" if query else "")
-    request = AWSRequest(method="POST" if presign_s is None else "GET", url=url,
-                         data=body if presign_s is None else b"",
-                         headers={"Content-Type": "application/x-www-form-urlencoded"})
-    signer: SigV4Auth = (SigV4QueryAuth(Credentials(key, SECRET), "sqs", "us-east-1",
-                                        expires=presign_s) if presign_s is not None
-                         else SigV4Auth(Credentials(key, SECRET), "sqs", "us-east-1"))
-    with mock.patch("botocore.auth.get_current_datetime", return_value=NOW):
-        signer.add_auth(request)
-    headers = {k.lower(): v.decode() if isinstance(v, bytes) else v
-               for k, v in request.headers.items()}
-    headers["host"] = "dmq.test"
-    pairs = parse_qsl(urlsplit(request.url).query, keep_blank_values=True)
-    return SignedRequest(request.method, "/", pairs, headers,
-                         body if presign_s is None else b"")
+    method, data = ("POST", body) if presign_s is None else ("GET", b"")
+    signed = sign(method, url, data, {"Content-Type": "application/x-www-form-urlencoded"},
+                  key=key, secret=SECRET, service="sqs", when=NOW, presign_s=presign_s)
+    headers = {k.lower(): v for k, v in signed.headers.items()}
+    pairs = parse_qsl(urlsplit(signed.url).query, keep_blank_values=True)
+    return SignedRequest(method, "/", pairs, headers, data)
 
 
 def _now() -> float:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chalicelib.regions import RegionDownError
+from chalicelib.regions.reachability import RegionDownError
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump
 from tests.unit.test_stream_pump_lineage import FakeDynamoDB, FakeStreams

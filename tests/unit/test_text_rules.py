@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.domain.messages import AttributeValue
-from chalicelib.frontend.metering import payload_bytes, queue_of
 from chalicelib.service import message_rules
 from chalicelib.service.exceptions import InvalidMessageContentsError, InvalidParameterValueError
 from chalicelib.service.tags import check_tag_keys, check_tags
 from chalicelib.service.text import has_invalid_characters, printable, utf8_length
+from chalicelib.usage.metering import payload_bytes, queue_of
 
 LONE = "\ud800"
 

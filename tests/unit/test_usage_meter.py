@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from chalicelib.frontend.metering import payload_bytes, queue_of
-from chalicelib.service.usage import BILLING_CHUNK_BYTES, UsageMeter, billing_units
+from chalicelib.usage.metering import payload_bytes, queue_of
+from chalicelib.usage.records import BILLING_CHUNK_BYTES, UsageMeter, billing_units
 from tests.clocks import FakeClock
 
 

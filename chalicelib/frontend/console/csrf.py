@@ -3,9 +3,9 @@
 A browser sends Basic credentials with any request to the site, a forged cross-site form
 post included; the token in every form stops that. A token is `<issued>.<mac>`, the MAC an
 HMAC-SHA256 over the access key id and the issue time, keyed by a key derived from the
-console's own random key (`chalicelib/secrets.py`: `DMQ_CONSOLE_KEY`, its SSM parameter,
-or `keys/console.key` in the data folder), never from the receipt key. It is good for
-`TOKEN_TTL_S` seconds.
+console's own random key (`chalicelib/encryption/deployment_keys.py`: `DMQ_CONSOLE_KEY`,
+its SSM parameter, or `keys/console.key` in the data folder), never from the receipt key.
+It is good for `TOKEN_TTL_S` seconds.
 """
 
 from __future__ import annotations

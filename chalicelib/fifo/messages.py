@@ -1,0 +1,92 @@
+"""FIFO queues behind the message service's one interface (`message_kinds.MessageKind`):
+the checks of FIFO sends and receives, and `fifo.FifoService`'s ordered operations, with
+long polls woken when a group is released."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from chalicelib.backend.wakeups import Wakeups
+from chalicelib.domain.messages import Counts, Message, MessageRef, VisibilityOutcome
+from chalicelib.domain.queues import QueueRecord
+from chalicelib.fifo import service as fifo_rules
+from chalicelib.service.exceptions import SqsError
+from chalicelib.service.message_kinds import Build, Received, SendRequest, Stored
+from chalicelib.service.request_dedup import SendCall
+
+
+class FifoMessages:
+    """The message operations of FIFO queues."""
+
+    def __init__(self, fifo: fifo_rules.FifoService, wakeups: Wakeups) -> None:
+        self._fifo = fifo
+        self._wakeups = wakeups
+
+    def check_batch(self, queue: QueueRecord,
+                    entries: Sequence[tuple[str | None, str | None]]) -> None:
+        """Every entry names a group, and a dedup id unless the content gives one."""
+        fifo_rules.check_fifo_batch(queue, entries)
+
+    def prepare(self, queue: QueueRecord, request: SendRequest, now: int,
+                call: SendCall | None, build: Build) -> Message:
+        """A FIFO message with its group and dedup id (the queue's delay only: a FIFO
+        message has no delay of its own)."""
+        message = build(replace(request, delay_seconds=None), None)
+        fifo_rules.check_fifo_send(queue, request.message_group_id, request.deduplication_id,
+                                   request.delay_seconds)
+        return fifo_rules.with_fifo_ids(queue, message, request.message_group_id or "",
+                                        request.deduplication_id, now)
+
+    def store(self, queue: QueueRecord, messages: list[Message],
+              call: SendCall | None) -> Stored:
+        """Store in order; a duplicate comes back as the original."""
+        stored = self._fifo.store(queue, messages)
+        return Stored(stored, frozenset(), bool(stored))
+
+    def replay(self, queue: QueueRecord, attempt_id: str | None) -> list[Received] | None:
+        """What a live ReceiveRequestAttemptId returned, with the same receipt handles."""
+        fifo_rules.check_attempt_id(attempt_id)
+        if not attempt_id:
+            return None
+        replayed = self._fifo.replay(queue, attempt_id)
+        if replayed is None:
+            return None
+        return [Received(r.message, r.receipt_handle) for r in replayed]
+
+    def receive_once(self, queue: QueueRecord, wanted: int, timeout: int,
+                     attempt_id: str | None) -> list[Received]:
+        """One pass over the shards: whole groups' heads, in order."""
+        return [Received(r.message, r.receipt_handle)
+                for r in self._fifo.receive_once(queue, wanted, timeout, attempt_id)]
+
+    def delete(self, queue: QueueRecord,
+               refs: Sequence[tuple[str, str, MessageRef]]) -> list[tuple[str, SqsError]]:
+        """Delete, releasing the groups whose hold is done (served again at once)."""
+        failed = self._fifo.delete(queue, refs)
+        self._wakeups.notify(queue.queue_id)
+        return failed
+
+    def change_visibility(self, queue: QueueRecord, refs: Sequence[tuple[str, MessageRef]],
+                          timeouts: Mapping[str, int], now: int) -> list[VisibilityOutcome]:
+        """Each message's new timeout; a group may be released by it."""
+        outcomes = [VisibilityOutcome(self._fifo.change_visibility(queue, ref, timeouts[eid]))
+                    for eid, ref in refs]
+        self._wakeups.notify(queue.queue_id)
+        return outcomes
+
+    def purge(self, queue: QueueRecord) -> int:
+        """Delete every message and group."""
+        return self._fifo.purge(queue)
+
+    def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
+        """The groups' first messages, without claiming them."""
+        return self._fifo.peek(queue, limit)
+
+    def counts(self, queue: QueueRecord) -> Counts:
+        """Approximate counts over every shard."""
+        return self._fifo.counts(queue)
+
+    def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
+        """Approximate counts of each shard."""
+        return self._fifo.shard_counts(queue)
