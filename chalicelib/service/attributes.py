@@ -52,7 +52,7 @@ FIFO_DEFAULTS: dict[str, str] = {
     "DeduplicationScope": "queue",
     "FifoThroughputLimit": "perQueue",
 }
-_CHOICES = {
+FIFO_CHOICES = {
     "DeduplicationScope": ("queue", "messageGroup"),
     "FifoThroughputLimit": ("perQueue", "perMessageGroupId"),
 }
@@ -230,24 +230,26 @@ CHECKS: dict[str, Callable[[str, str], str]] = {
 }
 
 
-def _check_fifo_attribute(name: str, value: str, fifo: bool) -> str | None:
-    """A FIFO-only attribute's value, normalised; None to leave it out (FifoQueue=false on
-    a standard queue). A standard queue refuses the others as SQS does."""
-    if not fifo:
-        if name == "FifoQueue" and value.lower() == "false":
-            return None
-        if name in _CHOICES:
-            raise InvalidAttributeNameError(
-                f"You can specify the {name} only when FifoQueue is set to true.")
+def check_settable(name: str, value: str) -> str:
+    """One SQS or DMQ attribute a client sets (not a FIFO-only one), normalised."""
+    if name not in SETTABLE and name not in EXTENSIONS_SETTABLE:
         raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
+    limit = TEXT_LIMITS.get(name)
+    if limit is not None and utf8_length(value) > limit:
+        raise _invalid(name, f"Must be at most {limit} bytes.")
+    return CHECKS[name](name, value)
+
+
+def check_fifo_attribute(name: str, value: str) -> str:
+    """A FIFO-only attribute set on a FIFO queue, normalised."""
     if name == "FifoQueue":
         if value.lower() != "true":
             raise _invalid(name, "Modifying queue type is not supported.")
         return "true"
     if name == "ContentBasedDeduplication":
         return _check_bool(name, value)
-    if value not in _CHOICES[name]:
-        raise _invalid(name, f"Must be {' or '.join(_CHOICES[name])}.")
+    if value not in FIFO_CHOICES[name]:
+        raise _invalid(name, f"Must be {' or '.join(FIFO_CHOICES[name])}.")
     return value
 
 
@@ -293,41 +295,3 @@ def asks_fifo(attributes: Mapping[str, str]) -> bool:
     """Whether CreateQueue's attributes ask for a FIFO queue."""
     return str(stripped(attributes).get("FifoQueue", "")).lower() == "true"
 
-
-def validate_settable(attributes: Mapping[str, str], fifo: bool = False) -> dict[str, str]:
-    """Check names and values of attributes a client sets; return them normalised."""
-    normalised: dict[str, str] = {}
-    for name, value in stripped(attributes).items():
-        if name in FIFO_ONLY:
-            checked = _check_fifo_attribute(name, str(value), fifo)
-            if checked is not None:
-                normalised[name] = checked
-            continue
-        if name not in SETTABLE and name not in EXTENSIONS_SETTABLE:
-            raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
-        limit = TEXT_LIMITS.get(name)
-        if limit is not None and utf8_length(str(value)) > limit:
-            raise _invalid(name, f"Must be at most {limit} bytes.")
-        normalised[name] = CHECKS[name](name, str(value))
-    check_sse(normalised)
-    return normalised
-
-
-def with_defaults(attributes: Mapping[str, str], fifo: bool = False) -> dict[str, str]:
-    """The attributes of a new queue: the defaults overlaid with what was given."""
-    merged = {**DEFAULTS, **(FIFO_DEFAULTS if fifo else {})}
-    merged.update({k: v for k, v in attributes.items() if v != "" or k not in DEFAULTS})
-    return {k: v for k, v in merged.items() if v != ""}
-
-
-def validate_readable(names: list[str], fifo: bool = False) -> list[str]:
-    """Check names asked of GetQueueAttributes; expand `All`. FIFO attributes exist only
-    on FIFO queues."""
-    readable = READABLE | FIFO_ONLY if fifo else READABLE
-    names = [name.strip() for name in names]
-    for name in names:
-        if name not in readable:
-            raise InvalidAttributeNameError(f"Unknown Attribute {name}.")
-    if "All" in names:
-        return sorted(SETTABLE | set(COMPUTED) | (FIFO_ONLY if fifo else set()))
-    return list(dict.fromkeys(names))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 
 from chalicelib.clusters.manager import NoSuchClusterError
@@ -17,7 +16,6 @@ from chalicelib.domain.queues import (
     queue_id_of,
     shards_to_text,
 )
-from chalicelib.fifo.service import is_fifo
 from chalicelib.metadata.queue_counts import QueueQuotaReachedError
 from chalicelib.service import attributes as attrs
 from chalicelib.service.exceptions import (
@@ -29,35 +27,14 @@ from chalicelib.service.exceptions import (
     QueueNameExistsError,
 )
 from chalicelib.service.queue_changes import QueueChanges
+from chalicelib.service.queue_kinds import QueueRules, asked_rules, rules_of
 from chalicelib.service.queue_records import contended
 from chalicelib.service.tags import check_tags
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 DELETE_COOLDOWN_MS = 60_000
 PURGE_COOLDOWN_MS = 60_000
 
 logger = logging.getLogger("dmq.service")
-
-
-HIGH_THROUGHPUT_SHARDS = 4
-FIFO_NAME_ERROR = (
-    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "
-    "underscores, must end with .fifo suffix and be 1 to 80 in length."
-)
-
-
-def check_queue_name(name: str, fifo: bool = False) -> None:
-    """1 to 80 alphanumerics, hyphens or underscores; a FIFO queue's name ends in .fifo
-    (which counts toward the 80), and only a FIFO queue's may."""
-    if fifo:
-        if not name.endswith(".fifo"):
-            raise InvalidParameterValueError(FIFO_NAME_ERROR)
-        name = name[:-5] + "_fifo" if len(name) > 5 else name
-    if not _NAME.fullmatch(name):
-        raise InvalidParameterValueError(
-            "Can only include alphanumeric characters, hyphens, or underscores. "
-            "1 to 80 in length"
-        )
 
 
 class QueueService(QueueChanges):
@@ -69,9 +46,9 @@ class QueueService(QueueChanges):
         tags: Mapping[str, str],
     ) -> QueueRecord:
         """CreateQueue: idempotent for equal attributes, QueueNameExists otherwise."""
-        fifo = attrs.asks_fifo(attributes)
-        check_queue_name(name, fifo)
-        given = attrs.validate_settable(attributes, fifo)
+        rules = asked_rules(attributes)
+        rules.check_name(name)
+        given = rules.validate_settable(attributes)
         check_tags(tags, name)
         now = self._clock.now_ms()
         existing = self._repo.get(queue_id_of(account, name), fresh=True)
@@ -79,19 +56,17 @@ class QueueService(QueueChanges):
             reuse = self._reuse_existing(existing, given, now)
             if reuse is not None:
                 return reuse
-        self._check_redrive(account, queue_arn(region, account, name), given, fifo)
+        self._check_redrive(account, queue_arn(region, account, name), given, rules)
         sqs_given, count = _split_extensions(given)
-        initial = attrs.with_sse(attrs.with_defaults(sqs_given, fifo), sqs_given)
-        if fifo:
-            attrs.check_fifo_combination(initial)
-            if count is None and initial["FifoThroughputLimit"] == "perMessageGroupId":
-                count = HIGH_THROUGHPUT_SHARDS
+        initial = attrs.with_sse(rules.with_defaults(sqs_given), sqs_given)
+        rules.check_combination(initial)
+        shards = resize((), count or rules.shard_count(initial),
+                        self._placement(queue_id_of(account, name), given), now)
         record = QueueRecord(
             account=account, name=name, region=region,
             attributes=initial, tags=dict(tags),
             created_ms=now, modified_ms=now,
-            shards=resize((), count or 1, self._placement(queue_id_of(account, name), given),
-                          now),
+            shards=shards,
             home_region=region,
             version=existing.version if existing is not None else 0,
         )
@@ -133,7 +108,7 @@ class QueueService(QueueChanges):
                     "A queue already exists with the same name and a different value for "
                     f"attribute {key}"
                 )
-        for key, value in attrs.with_defaults(sqs_given, is_fifo(existing)).items():
+        for key, value in rules_of(existing).with_defaults(sqs_given).items():
             if key in given and existing.attributes.get(key, "") != value:
                 raise QueueNameExistsError(
                     f"A queue already exists with the same name and a different value for "
@@ -190,7 +165,7 @@ class QueueService(QueueChanges):
     # -- attributes ----------------------------------------------------------------------
     def get_attributes(self, queue: QueueRecord, names: Sequence[str]) -> dict[str, str]:
         """GetQueueAttributes; the message counts are read only when asked for."""
-        wanted = attrs.validate_readable(list(names), is_fifo(queue))
+        wanted = rules_of(queue).validate_readable(list(names))
         values = dict(queue.attributes)
         values.update(
             CreatedTimestamp=str(queue.created_ms // 1000),
@@ -214,17 +189,16 @@ class QueueService(QueueChanges):
 
     def set_attributes(self, queue: QueueRecord, attributes: Mapping[str, str]) -> None:
         """SetQueueAttributes; an empty RedrivePolicy or Policy removes it."""
-        fifo = is_fifo(queue)
-        given = attrs.validate_settable(attributes, fifo)
+        rules = rules_of(queue)
+        given = rules.validate_settable(attributes)
         attrs.check_cluster_kept(given, queue.placed_cluster)
-        self._check_redrive(queue.account, queue.arn, given, fifo)
+        self._check_redrive(queue.account, queue.arn, given, rules)
         sqs_given, count = _split_extensions(given)
         now = self._clock.now_ms()
 
         def changed(current: QueueRecord) -> QueueRecord:
             merged = attrs.with_sse({**current.attributes, **sqs_given}, sqs_given)
-            if fifo:
-                attrs.check_fifo_combination(merged)
+            rules.check_combination(merged)
             shards = current.shards
             if count is not None and count != current.shard_count:
                 shards = reshaped(current, count, self._new_shard_cluster(current), now,
@@ -263,7 +237,7 @@ class QueueService(QueueChanges):
                 f"Invalid value for the parameter {attrs.CLUSTER}. Reason: {exc}") from None
 
     def _check_redrive(self, account: str, source_arn: str, given: Mapping[str, str],
-                       fifo: bool = False) -> None:
+                       rules: QueueRules) -> None:
         """A RedrivePolicy must name a live queue of the account, of the source's type
         (FIFO or standard), that accepts this source."""
         raw = given.get("RedrivePolicy")
@@ -276,7 +250,7 @@ class QueueService(QueueChanges):
             reason = "Dead letter target does not exist."
         elif target.account != account:
             reason = "Dead letter target must be in the same account."
-        elif is_fifo(target) != fifo:
+        elif not rules.is_kind_of(target):
             reason = "Dead-letter queue must be same type of queue as the source.."
         if reason is None and target is not None:
             reason = _allow_policy_refusal(target, source_arn)

@@ -15,13 +15,13 @@ from chalicelib.domain.messages import (
 )
 from chalicelib.frontend.context import region_from_headers
 from chalicelib.frontend.queue_urls import parse_queue_url
-from chalicelib.service import attributes
 from chalicelib.service.exceptions import (
     InvalidAttributeNameError,
     InvalidAttributeValueError,
     QueueDoesNotExistError,
     ReceiptHandleIsInvalidError,
 )
+from chalicelib.service.queue_kinds import FIFO, STANDARD
 from chalicelib.service.receipts import ReceiptCodec
 from infra import provision
 
@@ -89,17 +89,17 @@ def test_queue_url_and_region_parsing() -> None:
 
 
 def test_queue_attribute_validation() -> None:
-    assert attributes.validate_settable({"VisibilityTimeout": "43200"}) == {
+    assert STANDARD.validate_settable({"VisibilityTimeout": "43200"}) == {
         "VisibilityTimeout": "43200"
     }
     with pytest.raises(InvalidAttributeValueError):
-        attributes.validate_settable({"VisibilityTimeout": "43201"})
+        STANDARD.validate_settable({"VisibilityTimeout": "43201"})
     with pytest.raises(InvalidAttributeNameError):
-        attributes.validate_settable({"QueueArn": "x"})
+        STANDARD.validate_settable({"QueueArn": "x"})
     with pytest.raises(InvalidAttributeNameError):
-        attributes.validate_settable({"FifoQueue": "true"})
-    assert attributes.validate_settable({"FifoQueue": "TRUE"}, fifo=True) == {"FifoQueue": "true"}
-    assert attributes.with_defaults({})["VisibilityTimeout"] == "30"
+        STANDARD.validate_settable({"FifoQueue": "true"})
+    assert FIFO.validate_settable({"FifoQueue": "TRUE"}) == {"FifoQueue": "true"}
+    assert STANDARD.with_defaults({})["VisibilityTimeout"] == "30"
 
 
 def test_template_defines_the_visibility_index_stream_and_ttl() -> None:

@@ -11,9 +11,9 @@ from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.messages import Candidate, Message
 from chalicelib.domain.queues import QueueRecord, Shard
-from chalicelib.service.attributes import with_defaults
 from chalicelib.service.exceptions import ReceiptHandleIsInvalidError
 from chalicelib.service.messages import HandleEntry, MessageService, SendRequest
+from chalicelib.service.queue_kinds import STANDARD
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.request_dedup import SendCall, shard_for
 from tests.clocks import FakeClock
@@ -21,7 +21,7 @@ from tests.unit.memory_store import MemoryStore
 
 
 def queue(name: str, shard_count: int = 1, **attributes: str) -> QueueRecord:
-    return QueueRecord("111122223333", name, "us-east-1", with_defaults(attributes),
+    return QueueRecord("111122223333", name, "us-east-1", STANDARD.with_defaults(attributes),
                        shards=tuple(Shard(i) for i in range(shard_count)))
 
 
@@ -227,7 +227,7 @@ def test_a_moved_message_is_the_same_whichever_clusters_hold_the_queues(dlq_clus
     stores = {"default": MemoryStore(), "c2": MemoryStore()}
     clock = FakeClock()
     dlq = QueueRecord("111122223333", "dlq", "us-east-1",
-                      with_defaults({"MessageRetentionPeriod": "1000"}),
+                      STANDARD.with_defaults({"MessageRetentionPeriod": "1000"}),
                       shards=(Shard(0, dlq_cluster),))
     policy = json.dumps({"deadLetterTargetArn": dlq.arn, "maxReceiveCount": 1})
     source = queue("src", VisibilityTimeout="5", RedrivePolicy=policy)
