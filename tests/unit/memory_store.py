@@ -103,7 +103,7 @@ class MemoryStore:
         for ref in refs:
             messages = self._shard(ref.queue_id, ref.shard)
             current = messages.get(ref.message_id)
-            if current is not None and (any_claim or current.claim_token == ref.claim_token):
+            if current is not None and (any_claim or _held(current, ref)):
                 del messages[ref.message_id]
 
     def change_visibility(
@@ -113,8 +113,7 @@ class MemoryStore:
         for change in changes:
             messages = self._shard(change.ref.queue_id, change.ref.shard)
             current = messages.get(change.ref.message_id)
-            if current is None or (
-                    not change.any_claim and current.claim_token != change.ref.claim_token):
+            if current is None or (not change.any_claim and not _held(current, change.ref)):
                 outcomes.append(VisibilityOutcome.NOT_FOUND)
             elif current.visible_at <= now_ms:
                 outcomes.append(VisibilityOutcome.NOT_IN_FLIGHT)
@@ -150,3 +149,13 @@ class MemoryStore:
         count = len(messages)
         messages.clear()
         return count
+
+    def read_messages(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> list[Message]:
+        messages = self._shard(queue_id, shard)
+        return [messages[m] for m in message_ids if m in messages]
+
+
+def _held(message: Message, ref: MessageRef) -> bool:
+    """Whether the message is held under the claim of `ref`: one never received holds
+    none, so no token (not even an empty one) names its claim."""
+    return bool(message.claim_token) and message.claim_token == ref.claim_token
