@@ -20,6 +20,8 @@ os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
 
 from app import app, runtime
 from chalicelib.aws import Clients
+from chalicelib.frontend.console.history import History
+from chalicelib.handlers import console_routes
 from chalicelib.settings import Settings
 from dmqlocal.embedded import EmbeddedAws
 from dmqlocal.folders import LocalFolders
@@ -71,8 +73,10 @@ def aws(settings: Settings) -> Iterator[Clients]:
 
 @pytest.fixture
 def dmq(aws: Clients, settings: Settings, clock: FakeClock) -> Iterator[Client]:
-    """The Chalice app on the test store and the fake clock, behind chalice.test.Client."""
+    """The Chalice app on the test store and the fake clock, behind chalice.test.Client;
+    the console's plots start empty (they outlive a test, as they outlive a request)."""
     runtime.configure(settings, clock)
+    console_routes.console.history = History()
     runtime.count_catch_up = CountPumps(settings)
     with Client(app) as client:
         yield client
