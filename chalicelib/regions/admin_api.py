@@ -4,11 +4,37 @@ down or up is a local simulation: `dmqlocal`.)"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from chalicelib.domain.exceptions import StoreError
-from chalicelib.runtime import Runtime
+from chalicelib.metadata.control import ControlRepository
+from chalicelib.metadata.repository import QueueRepository
+from chalicelib.regions.reachability import RegionHealth
+from chalicelib.regions.replication import LagMetrics
 from chalicelib.service.exceptions import FailoverRefusedError
+from chalicelib.settings import Settings
+
+
+class RegionStores(Protocol):
+    """What the view reads of one region: its heartbeats and its queues."""
+
+    @property
+    def control(self) -> ControlRepository: ...
+
+    @property
+    def repo(self) -> QueueRepository: ...
+
+
+class Runtime(Protocol):
+    """What the view reads of the runtime (`chalicelib.runtime.Runtime` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    health: RegionHealth
+    lag: LagMetrics
+
+    def backend(self, region: str = "") -> RegionStores: ...
 
 
 def regions_view(runtime: Runtime) -> dict[str, Any]:
