@@ -36,11 +36,12 @@ from chalicelib.push.delivery import PushDelivery, PushOptions
 from chalicelib.push.destinations import DestinationPolicy
 from chalicelib.push.registry import SubscriptionRepository
 from chalicelib.push.subscriptions import SubscriptionService
+from chalicelib.regions.backends import Backend
 from chalicelib.regions.clients import ClientRegions, Opener
 from chalicelib.regions.failover import FailoverManager
 from chalicelib.regions.reachability import RegionHealth
 from chalicelib.regions.replication import LagMetrics, Replicator, SyncReplicas
-from chalicelib.runtime_types import Backend, LocalParts
+from chalicelib.runtime_types import LocalParts
 from chalicelib.service.fairness import Fairness
 from chalicelib.service.identity import Identities
 from chalicelib.service.messages import MessageService

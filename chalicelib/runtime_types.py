@@ -1,36 +1,11 @@
-"""What a region's back-end handlers work with, shared by the runtime and the services."""
+"""What only the local runtime hands to the runtime (`LocalParts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
-from chalicelib.aws import Clients
 from chalicelib.backend.archive import Sink
 from chalicelib.backend.bodies import BodyStore
-from chalicelib.backend.counters import ShardCounters
-from chalicelib.clock import Clock
-from chalicelib.clusters.stores import ClusterStores
-from chalicelib.metadata.control import ControlRepository
-from chalicelib.metadata.repository import QueueRepository
-
-
-@dataclass(frozen=True)
-class Backend:
-    """What the stream and schedule handlers of one region work with."""
-
-    region: str
-    stores: ClusterStores
-    bodies: BodyStore
-    repo: QueueRepository
-    control: ControlRepository
-    clients: Clients
-    clock: Clock
-    counters: ShardCounters  # the shard counts, kept from the messages streams
-
-
-BackendOf = Callable[[str], Backend]
 
 
 class LocalParts(Protocol):

@@ -36,9 +36,9 @@ from chalicelib.backend.items import partition_key
 from chalicelib.clock import Clock
 from chalicelib.domain.exceptions import ConcurrentChangeError, StoreError
 from chalicelib.domain.queues import QueueRecord, QueueStatus
+from chalicelib.regions.backends import BackendOf
 from chalicelib.regions.reachability import RegionHealth
 from chalicelib.regions.resync import resync_partition
-from chalicelib.runtime_types import BackendOf
 from chalicelib.settings import Settings
 
 logger = logging.getLogger("dmq.failover")

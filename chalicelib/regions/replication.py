@@ -23,9 +23,9 @@ from chalicelib.clock import Clock
 from chalicelib.domain.exceptions import StoreError
 from chalicelib.domain.messages import Message
 from chalicelib.domain.queues import QueueRecord
+from chalicelib.regions.backends import BackendOf
 from chalicelib.regions.reachability import RegionHealth
 from chalicelib.regions.replica import ReplicaApplier
-from chalicelib.runtime_types import BackendOf
 
 logger = logging.getLogger("dmq.replication")
 LAG_WINDOW = 10_000
