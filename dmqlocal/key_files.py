@@ -67,14 +67,12 @@ def read_or_create_text(path: Path, make: str) -> str:
     wins)."""
     if not path.exists():
         _create(path, f"{make}\n".encode())
-    return path.read_text().strip()
+    return path.read_text(encoding="utf-8", errors="replace").strip()
 
 
 def read_or_create(path: Path) -> str:
     """The secret in `path`, made at random on first use (the first writer wins)."""
-    if not path.exists():
-        _create(path, (new_secret() + "\n").encode("ascii"))
-    text = path.read_text(encoding="ascii", errors="replace").strip()
+    text = read_or_create_text(path, new_secret())
     if len(text) < KEY_BYTES:
         raise KeyFileError(f"{path} does not hold a key (at least {KEY_BYTES} characters): "
                            "delete it to have a new one made.")
