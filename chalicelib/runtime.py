@@ -79,6 +79,10 @@ class Runtime:
         # Waits until a region's counts took in its stream (the local server's pump);
         # None where nothing in process reads the streams (Lambda).
         self.count_catch_up: Callable[[str], None] | None = None
+        # Whether a region's messages streams are read up to now by a reader in process
+        # that hands their records to the region's MessageService (the local server's
+        # pumps); None where there is none (Lambda).
+        self.changes_followed: Callable[[str], bool] | None = None
         # The folders of the local runtime (bodies, archive), which it hands over here.
         self.local: LocalParts | None = None
 
@@ -244,6 +248,7 @@ class Runtime:
                           self._clock),
         )
         messages.catch_up_counts = partial(self._catch_up_counts, region)
+        messages.follow_changes(partial(self._changes_followed, region))
         control = ControlRepository(clients.dynamodb, settings.control_table, settings.clusters,
                                     settings.cluster_capacity, settings.metadata_cache_seconds)
         clusters = ClusterManager(control)
@@ -292,6 +297,9 @@ class Runtime:
     def _catch_up_counts(self, region: str) -> None:
         if self.count_catch_up is not None:
             self.count_catch_up(region)
+
+    def _changes_followed(self, region: str) -> bool:
+        return self.changes_followed is not None and self.changes_followed(region)
 
     def identities(self) -> Identities:
         """Access keys and callers (docs/security.md), over the default region's control
@@ -363,6 +371,7 @@ class Runtime:
             self._built = {}
             self._managers = {}
             self.count_catch_up = None
+            self.changes_followed = None
             self._identities = None
             self._admission = None
             self.keys = ContainerKeys(lambda: self.settings, lambda: self.local)

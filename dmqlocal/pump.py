@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -14,7 +15,7 @@ from chalicelib.regions.reachability import RegionHealth
 from dmqlocal.checkpoints import Checkpoints, ShardCheckpoint
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump_state import Consumer, Shard, Stream, handler_names, resume_point
-from dmqlocal.shards import ShardReader, describe_shards, error_code, may_read
+from dmqlocal.shards import READ_LIMIT, ShardReader, describe_shards, error_code, may_read
 from dmqlocal.stream_records import Record, to_lambda_record
 
 if TYPE_CHECKING:
@@ -50,12 +51,14 @@ class StreamPump:
     BACKOFF_MAX_S = 10.0
     IDLE_CAP_S = 1.0  # the longest pause between two passes over quiet streams
     BACKLOG_RECORDS = 500  # a pass handing over this many goes again at once
+    FOLLOWING_S = 5.0  # the observer is up to date while a whole read began this recently
 
     def __init__(
         self, dynamodb: DynamoDBClient, streams: DynamoDBStreamsClient,
         bindings: list[StreamBinding], region: str, interval_s: float = 0.2,
         health: RegionHealth | None = None, checkpoint_dir: Path | str | None = None,
         idle_cap_s: float | None = None,
+        observer: Callable[[Sequence[dict[str, Any]]], None] | None = None,
     ) -> None:
         self._health = health or RegionHealth()
         self._dynamodb = dynamodb
@@ -79,6 +82,10 @@ class StreamPump:
         self._passed_since = float("-inf")  # when the last finished pass began
         self._urgent = threading.Event()  # a caller waits for a pass: no pacing pause
         self._flush = False  # this pass hands over records still in a batching window
+        # Sees every record as soon as it is read, before any handler (long polls' wake-ups).
+        self._observer = observer
+        self._read_since = float("-inf")  # when the last pass that read everything began
+        self._behind = False  # this pass left records unread (a full page, a held shard)
 
     def start(self) -> None:
         """Poll in a background thread."""
@@ -155,14 +162,19 @@ class StreamPump:
             self._mark_idle(started)  # nothing can be read: nothing to wait for
             return 0
         moved = 0
+        self._behind = False
         for table, indexes in self._tables.items():
             try:
                 moved += self._pump_table(table, indexes)
             except ClientError as exc:
+                self._behind = True
                 self._lost(table, exc)
             except Exception:
+                self._behind = True
                 logger.exception("reading the stream of %s failed", table)
                 self._by_table.pop(table, None)  # start again from the checkpoints
+        if not self._behind:
+            self._read_since = max(self._read_since, started)
         if not moved and not self._retrying() and not self._holding():
             self._mark_idle(started)
         return moved
@@ -191,9 +203,15 @@ class StreamPump:
             logger.exception("reading the stream of %s failed", table)
         self._by_table.pop(table, None)
 
+    def following(self) -> bool:
+        """Whether the observer has seen every record written up to a few seconds ago: a
+        pass that began within FOLLOWING_S read every shard of every stream to its end."""
+        return time.monotonic() - self._read_since <= self.FOLLOWING_S
+
     def _pump_table(self, table: str, indexes: list[int]) -> int:
         stream = self._stream(table, indexes)
         if not stream.arn:
+            self._behind = True
             return 0
         listed = {s.shard_id for s in stream.order}
         moved = 0
@@ -245,9 +263,12 @@ class StreamPump:
     def _pump_shard(self, stream: Stream, shard: Shard) -> int:
         """Read the shard once (unless a handler holds too much), hand over, checkpoint."""
         reader, shard_id = shard.reader, shard.reader.info.shard_id
-        if not reader.at_end and max(len(c.pending) for c in shard.consumers.values()) \
-                < self.MAX_PENDING:
-            self._queue(stream.arn, shard, reader.read(resume_point(shard)))
+        held = max(len(c.pending) for c in shard.consumers.values()) >= self.MAX_PENDING
+        self._behind = self._behind or (held and not reader.at_end)
+        if not reader.at_end and not held:
+            records = reader.read(resume_point(shard))
+            self._behind = self._behind or len(records) >= READ_LIMIT
+            self._queue(stream.arn, shard, records)
             if reader.at_end:
                 stream.done.add(shard_id)
                 stream.refresh_at = 0.0  # its children are next
@@ -271,6 +292,11 @@ class StreamPump:
         """Give each handler the records it has not had yet, in order."""
         self.delivered += len(records)
         converted = [to_lambda_record(r, arn, self._region) for r in records]
+        if self._observer is not None and converted:
+            try:
+                self._observer(converted)
+            except Exception:
+                logger.warning("the stream's observer failed", exc_info=True)
         for consumer in shard.consumers.values():
             consumer.take(converted)
 

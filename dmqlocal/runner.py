@@ -6,9 +6,11 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from chalice import Chalice
 
@@ -148,6 +150,7 @@ class LocalDmq:
         self._runtime.open_client_regions(self._open_client_region if settings.any_region
                                           else None)
         self._runtime.count_catch_up = self._catch_up_counts
+        self._runtime.changes_followed = self._changes_followed
         self.server.start()
         return self.server.url
 
@@ -231,7 +234,8 @@ class LocalDmq:
             if mine or not store.endpoint:
                 self.pumps.append(StreamPump(store.dynamodb, store.streams, mine, region,
                                              self.options.pump_interval_s,
-                                             self._runtime.health, checkpoint_dir=checkpoints))
+                                             self._runtime.health, checkpoint_dir=checkpoints,
+                                             observer=partial(self._observed, region)))
             targets += [ExportTarget(region, table, store.dynamodb, settings.control_table,
                                      clients.dynamodb) for table in store.exported]
         return targets
@@ -279,6 +283,15 @@ class LocalDmq:
         for pump in list(self.pumps):
             if pump.region == region:
                 pump.catch_up(COUNT_CATCH_UP_S)
+
+    def _observed(self, region: str, records: Sequence[dict[str, Any]]) -> None:
+        """Stream records as the pump reads them: wake the long polls they concern."""
+        self._runtime.services_for(region).messages.observed_records(records)
+
+    def _changes_followed(self, region: str) -> bool:
+        """Whether every stream of the region is read up to a few seconds ago."""
+        pumps = [p for p in list(self.pumps) if p.region == region]
+        return bool(pumps) and all(p.following() for p in pumps)
 
     def _archive_caught_up(self, since: float, timeout_s: float) -> bool:
         return all(p.wait_caught_up(since, timeout_s) for p in self.pumps)

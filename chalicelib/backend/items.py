@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from chalicelib.domain.messages import AttributeValue, Candidate, Message
@@ -160,9 +163,45 @@ def from_item(
     )
 
 
+@dataclass(frozen=True)
+class ShardChange:
+    """What a messages-table stream record says of a queue shard: which, and when the
+    message it wrote becomes visible (None: removed, or no visibility)."""
+
+    queue_id: str
+    shard: int
+    visible_at: int | None
+
+
+def changed_shards(records: Iterable[Mapping[str, Any]]) -> Iterator[ShardChange]:
+    """The queue shards that stream records (Lambda's shape) changed; other items (a
+    FIFO queue's bookkeeping, a queues-table record) are passed over."""
+    for record in records:
+        data = record.get("dynamodb") or {}
+        pk = ((data.get("Keys") or {}).get("pk") or {}).get("S")
+        queue_id, _, shard = str(pk or "").rpartition("#")
+        if not queue_id or not shard.isdigit():
+            continue
+        visible = ((data.get("NewImage") or {}).get("visible_at") or {}).get("N")
+        yield ShardChange(queue_id, int(shard), _whole(visible))
+
+
+def _whole(number: object) -> int | None:
+    """A DynamoDB number as an int (None when absent or not a number)."""
+    try:
+        return int(Decimal(str(number))) if number is not None else None
+    except (ArithmeticError, ValueError):
+        return None
+
+
 def shard_of(item: Item) -> int:
     """The shard number in an item's partition key."""
     return int(str(item["pk"]["S"]).rsplit("#", 1)[1])
+
+
+def sent_by(item: Item, before_ms: int | None) -> bool:
+    """Whether an item was sent by `before_ms` (None: any time): what a purge removes."""
+    return before_ms is None or _n(item, "sent_ms") <= before_ms
 
 
 def to_candidate(item: Item) -> Candidate:

@@ -1,38 +1,68 @@
-"""Long-poll wake-ups: a send wakes receivers waiting in the same container at once.
+"""Long-poll wake-ups: a change to a queue wakes the receivers waiting on it at once.
 
-Receivers in other containers (other Lambdas) find the message at their next poll.
+Each queue being waited on has a condition of its own, so a send wakes only that queue's
+long polls, not every waiting request of the process (a thousand waits on a thousand
+queues cost nothing while nothing arrives). Receivers in other processes (other Lambdas)
+learn of a change from their own stream reader, where they have one (the local server),
+or find it at their next poll.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from chalicelib.domain import fair_share
 
 
+@dataclass
+class _Waiting:
+    """The receivers waiting on one queue."""
+
+    condition: threading.Condition
+    count: int = 0
+
+
 class Wakeups:
-    """One condition per queue; `notify` after a send, `wait` inside a long poll."""
+    """A generation counter per queue; `notify` after a change, `wait` inside a long poll."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._generations: dict[str, int] = {}
-        self._condition = threading.Condition(self._lock)
+        self._waiting: dict[str, _Waiting] = {}
 
     def generation(self, queue_id: str) -> int:
-        """A counter that moves on every send to the queue."""
+        """A counter that moves on every change `notify` is told of."""
         with self._lock:
             return self._generations.get(queue_id, 0)
 
     def notify(self, queue_id: str) -> None:
-        """Wake every receiver waiting on this queue."""
-        with self._condition:
+        """Wake every receiver waiting on this queue (and no other)."""
+        with self._lock:
             self._generations[queue_id] = self._generations.get(queue_id, 0) + 1
-            self._condition.notify_all()
+            waiting = self._waiting.get(queue_id)
+            if waiting is not None:
+                waiting.condition.notify_all()
+
+    def waiting(self) -> int:
+        """How many receivers wait now, on every queue."""
+        with self._lock:
+            return sum(w.count for w in self._waiting.values())
 
     def wait(self, queue_id: str, seen: int, timeout_s: float) -> None:
-        """Block until a send after generation `seen`, or the timeout. The waiting request
+        """Block until a change after generation `seen`, or the timeout. The waiting request
         gives its place in its account's concurrency share back meanwhile."""
-        with fair_share.idle(), self._condition:
-            self._condition.wait_for(
-                lambda: self._generations.get(queue_id, 0) != seen, timeout=max(timeout_s, 0)
-            )
+        with fair_share.idle(), self._lock:
+            waiting = self._waiting.get(queue_id)
+            if waiting is None:
+                waiting = self._waiting[queue_id] = _Waiting(threading.Condition(self._lock))
+            waiting.count += 1
+            try:
+                waiting.condition.wait_for(
+                    lambda: self._generations.get(queue_id, 0) != seen,
+                    timeout=max(timeout_s, 0),
+                )
+            finally:
+                waiting.count -= 1
+                if not waiting.count:
+                    del self._waiting[queue_id]

@@ -60,6 +60,10 @@ class FifoMessages:
         return [Received(r.message, r.receipt_handle)
                 for r in self._fifo.receive_once(queue, wanted, timeout, attempt_id)]
 
+    def quiet_until(self, queue: QueueRecord, now: int) -> int | None:
+        """Unknown: a waiting FIFO receive looks again at each poll interval."""
+        return None
+
     def delete(self, queue: QueueRecord,
                refs: Sequence[tuple[str, str, MessageRef]]) -> list[tuple[str, SqsError]]:
         """Delete, releasing the groups whose hold is done (served again at once)."""

@@ -140,6 +140,11 @@ class MessageKind(Protocol):
         """One pass over the queue's shards, claiming up to `wanted`."""
         ...
 
+    def quiet_until(self, queue: QueueRecord, now: int) -> int | None:
+        """Until when a long poll may sleep unless woken, after a pass found nothing (0:
+        something may show now; None: unknown, the poll interval applies)."""
+        ...
+
     def delete(self, queue: QueueRecord,
                refs: Sequence[tuple[str, str, MessageRef]]) -> list[tuple[str, SqsError]]:
         """Delete by (entry id, handle, ref); the entries that failed, with why."""

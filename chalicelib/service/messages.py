@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from chalicelib.backend.items import changed_shards
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
 from chalicelib.clusters import shards
@@ -239,13 +241,33 @@ class MessageService:
         while True:
             seen = self._wakeups.generation(queue.queue_id)
             got = kind.receive_once(queue, max_messages, timeout, attempt_id)
-            remaining = min(deadline - self._clock.now_ms(),
-                            (wall_deadline - time.monotonic()) * 1000)
+            now = self._clock.now_ms()
+            remaining = min(deadline - now, (wall_deadline - time.monotonic()) * 1000)
             if got or remaining <= 0:
                 return got
-            self._wakeups.wait(
-                queue.queue_id, seen, min(remaining, self._poll_interval_ms) / 1000
-            )
+            # Asleep until a change wakes it, or until something is due to show: where
+            # the kind knows when (changes followed), not a store request per poll.
+            quiet = kind.quiet_until(queue, now)
+            pause = (quiet - now if quiet is not None and quiet > now
+                     else self._poll_interval_ms)
+            self._wakeups.wait(queue.queue_id, seen, min(remaining, pause) / 1000)
+
+    def follow_changes(self, following: Callable[[], bool]) -> None:
+        """Where a stream reader hands every change of the messages tables to
+        `observed_records` (the local server), `following()` says whether it is up to
+        date: long polls then sleep until a change, not from poll to poll."""
+        self._standard.follow(following)
+
+    def observed_records(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Changes read from a messages table's stream, made by any writer: wake the long
+        polls of each queue where a message may now show."""
+        now = self._clock.now_ms()
+        woken: set[str] = set()
+        for change in changed_shards(records):
+            if self._standard.observed(change.queue_id, change.shard, change.visible_at, now):
+                woken.add(change.queue_id)
+        for queue_id in woken:
+            self._wakeups.notify(queue_id)
 
     # -- delete and visibility ---------------------------------------------------------
     def delete(
@@ -283,6 +305,8 @@ class MessageService:
         handles = {e.entry_id: e.receipt_handle for e in valid}
         outcomes = self._kind(queue).change_visibility(queue, refs, timeouts,
                                                        self._clock.now_ms())
+        if VisibilityOutcome.CHANGED in outcomes:
+            self._wakeups.notify(queue.queue_id)  # a message may show again at once
         done: list[str] = []
         for (entry_id, _ref), outcome in zip(refs, outcomes, strict=True):
             if outcome is VisibilityOutcome.CHANGED:

@@ -5,12 +5,13 @@ on any claim, as SQS does for standard queues."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from chalicelib.backend.store import NewPuts, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
 from chalicelib.clusters.stores import ClusterStores
+from chalicelib.domain.lanes import LANE_BASE, lane_slot
 from chalicelib.domain.messages import Counts, Message, MessageRef, VisibilityOutcome
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.fifo import service as fifo_rules
@@ -124,6 +125,21 @@ class StandardMessages:
                      attempt_id: str | None) -> list[Received]:
         """One pass over the shards (`StandardReceiver`)."""
         return self._receiver.receive_once(queue, wanted, timeout)
+
+    def quiet_until(self, queue: QueueRecord, now: int) -> int | None:
+        """Until when a long poll may sleep, unless woken (`StandardReceiver`)."""
+        return self._receiver.quiet_until(queue, now)
+
+    def follow(self, following: Callable[[], bool]) -> None:
+        """Every change to the shards reaches `observed` while `following()` holds."""
+        self._hints.follow(following)
+
+    def observed(self, queue_id: str, shard: int, visible_at: int | None, now: int) -> bool:
+        """A change the stream showed; True when the queue's long polls should look again.
+        A noisy lane's messages are told apart by their visibility (`domain.lanes`)."""
+        if visible_at is not None and visible_at >= LANE_BASE:
+            return self._hints.observed(queue_id, lane_slot(shard), visible_at - LANE_BASE, now)
+        return self._hints.observed(queue_id, shard, visible_at, now)
 
     # -- delete and visibility --------------------------------------------------------------
     def delete(self, queue: QueueRecord,

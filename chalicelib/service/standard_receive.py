@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Callable
 
 from chalicelib import observability
 from chalicelib.backend.store import CandidatePage
@@ -29,7 +30,16 @@ _CLAIM_ROUNDS = 3
 # Like SQS short polling, a receive may then miss a message that another front end has
 # just sent; a long poll finds it on its next pass.
 EMPTY_HINT_MS = 1000
+# Where the process follows every change to its shards (the local server reads the
+# messages streams: `ShardHints.follow`), another writer's change voids a hint as this
+# process's own writes do, so a hint may last until the shard's next hidden message shows,
+# up to this long: a thousand idle long polls then cost no store request between changes.
+FOLLOWED_HINT_MS = 600_000
 logger = logging.getLogger("chalicelib.service.messages")
+
+
+def _never() -> bool:
+    return False
 
 
 class ShardHints:
@@ -37,9 +47,25 @@ class ShardHints:
     how often it wrote to each (a write since a read voids that read's empty hint)."""
 
     def __init__(self) -> None:
-        self._empty_until: dict[tuple[str, int], int] = {}
+        # (queue id, slot) -> (until, short until): the second bounds a hint to
+        # EMPTY_HINT_MS from when it was made, for the times changes are not followed.
+        self._empty_until: dict[tuple[str, int], tuple[int, int]] = {}
         self._writes: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
+        self._following: Callable[[], bool] = _never
+
+    def follow(self, following: Callable[[], bool]) -> None:
+        """`following()` says whether every change to the shards reaches `observed`
+        (a stream reader that is up to date); while it does, hints last longer."""
+        self._following = following
+
+    def following(self) -> bool:
+        """Whether every change to the shards reaches `observed` now."""
+        return self._following()
+
+    def horizon_ms(self) -> int:
+        """How far past `now` a read looks for the next hidden message."""
+        return FOLLOWED_HINT_MS if self._following() else EMPTY_HINT_MS
 
     def touch(self, queue_id: str, shard_id: int) -> None:
         """This process wrote to the shard: it is no longer known to be empty."""
@@ -48,16 +74,45 @@ class ShardHints:
             self._empty_until.pop(key, None)
             self._writes[key] = self._writes.get(key, 0) + 1
 
+    def observed(self, queue_id: str, slot: int, visible_at: int | None, now: int) -> bool:
+        """A change to the shard that the stream showed (any writer's). It voids a read
+        in progress like a write; a message visible now, or before the hint ends, ends or
+        shortens it. True when receivers waiting on the queue should look again."""
+        key = (queue_id, slot)
+        with self._lock:
+            self._writes[key] = self._writes.get(key, 0) + 1
+            hint = self._empty_until.get(key)
+            if hint is None or visible_at is None or visible_at >= hint[0]:
+                return False
+            if visible_at <= now:
+                del self._empty_until[key]
+            else:
+                self._empty_until[key] = (visible_at, min(hint[1], visible_at))
+            return True
+
+    def _until(self, key: tuple[str, int]) -> int:
+        hint = self._empty_until.get(key)
+        if hint is None:
+            return 0
+        return hint[0] if self._following() else hint[1]
+
     def known_empty(self, queue_id: str, shard_id: int, now: int) -> bool:
         """True while the shard is known to hold nothing visible."""
-        return self._empty_until.get((queue_id, shard_id), 0) > now
+        return self._until((queue_id, shard_id)) > now
+
+    def quiet_until(self, queue_id: str, slots: list[int]) -> int:
+        """Until when none of these slots is expected to hold a visible message (0: one
+        may hold one now)."""
+        return min((self._until((queue_id, slot)) for slot in slots), default=0)
 
     def writes(self, queue_id: str, shard_id: int) -> int:
         """How many writes this process made to the shard."""
         return self._writes.get((queue_id, shard_id), 0)
 
-    def hint_empty(self, queue_id: str, shard: int, until: int, writes: int) -> None:
-        """Nothing is visible in the shard: skip it until its next message shows (or 1 s).
+    def hint_empty(self, queue_id: str, shard: int, until: int, writes: int,
+                   now: int) -> None:
+        """Nothing is visible in the shard: skip it until its next message shows (or the
+        horizon's end).
 
         `writes` is this process's write count of the shard when the receive read it; a
         write since then means the shard may no longer be empty, so no hint is left.
@@ -65,7 +120,7 @@ class ShardHints:
         key = (queue_id, shard)
         with self._lock:
             if self._writes.get(key, 0) == writes:
-                self._empty_until[key] = until
+                self._empty_until[key] = (until, min(until, now + EMPTY_HINT_MS))
 
 
 class StandardReceiver:
@@ -92,6 +147,17 @@ class StandardReceiver:
             frontiers = [f for (q, _), f in self._frontiers.items() if q == queue_id]
         for frontier in frontiers:
             frontier.forget()
+
+    def quiet_until(self, queue: QueueRecord, now: int) -> int | None:
+        """Until when no shard a receive would read is expected to show a message (0:
+        one may hold one now): what a long poll may sleep through, unless woken. None
+        while changes are not followed: the hints then last a second at most."""
+        if not self._hints.following():
+            return None
+        slots = [shard.id for shard in queue.shards]
+        if self.fairness.reads_lanes(queue.queue_id, now):
+            slots += [lane_slot(shard.id) for shard in queue.shards]
+        return self._hints.quiet_until(queue.queue_id, slots)
 
     def receive_once(self, queue: QueueRecord, wanted: int, timeout: int) -> list[Received]:
         """One pass over the shards from a random offset.
@@ -150,6 +216,7 @@ class StandardReceiver:
         writes = self._hints.writes(queue.queue_id, slot)
         after: Candidate | None = None
         upcoming: list[int] = []
+        horizon = self._hints.horizon_ms()
         for round_ in range(_CLAIM_ROUNDS):
             now = self._clock.now_ms()
             contention = self._contention.get(queue.queue_id, 0.0)
@@ -158,10 +225,15 @@ class StandardReceiver:
             size = frontier.read_size(limit)
 
             def fetch(start: Candidate | None, now: int = now, size: int = size) -> CandidatePage:
-                # The read reaches EMPTY_HINT_MS past now, so that a shard with nothing
+                # The read reaches the hints' horizon past now, so that a shard with nothing
                 # visible also tells, in the same request, when its next message shows.
-                page = store.find_candidates(queue.queue_id, shard, base + now + EMPTY_HINT_MS,
-                                             size, start, base)
+                # Nothing visible before the last purge was sent after it: the read
+                # starts there, so a purged backlog costs a receive nothing.
+                low = base + queue.purged_ms
+                if start is not None and start.visible_at < low:
+                    start = None
+                page = store.find_candidates(queue.queue_id, shard, base + now + horizon,
+                                             size, start, low)
                 visible = [c for c in page.candidates if c.visible_at <= base + now]
                 later = [c.visible_at - base for c in page.candidates if c.visible_at > base + now]
                 upcoming.extend(later[:1])
@@ -176,8 +248,8 @@ class StandardReceiver:
                     frontier.forget()
                 self._record(queue.queue_id, page.items_read, lost)
             if round_ == 0 and not page.candidates and not page.more:
-                until = min(upcoming) if upcoming else now + EMPTY_HINT_MS
-                self._hints.hint_empty(queue.queue_id, slot, until, writes)
+                until = min(upcoming) if upcoming else now + horizon
+                self._hints.hint_empty(queue.queue_id, slot, until, writes, now)
             if len(got) >= wanted:
                 break
             # Short after kept candidates: the next round reads (after=None). Short after
@@ -201,7 +273,8 @@ class StandardReceiver:
         earlier in this receive can show up again further along the index (its new
         `visible_at` is still `<= now` with a zero visibility timeout); it is skipped,
         so that one response never holds a message twice. A message older than the
-        queue's retention (lowered since it was sent) is dropped, as in SQS.
+        queue's retention (lowered since it was sent) is dropped, as in SQS, and so is
+        one sent before the queue's last purge (the background would remove it).
         """
         redrive = queue.redrive_policy
         max_receives = redrive.max_receive_count if redrive else None
@@ -217,7 +290,8 @@ class StandardReceiver:
             for received in self._claim_many(queue, placed, batch, now + timeout * 1000, now):
                 if received is None:
                     lost += 1
-                elif received.message.sent_ms + retention_ms <= now:
+                elif (received.message.sent_ms + retention_ms <= now
+                      or received.message.sent_ms <= queue.purged_ms):
                     expired.append(received.message.message_id)
                 else:
                     got.append(received)
@@ -239,7 +313,7 @@ class StandardReceiver:
         while pending and len(batch) < count:
             candidate = pending.pop(0)
             action = candidate.action(now, max_receives)
-            if action is CandidateAction.EXPIRE:
+            if action is CandidateAction.EXPIRE or candidate.purged_by(queue.purged_ms):
                 expired.append(candidate.message_id)
             elif action is CandidateAction.DEAD_LETTER and self._dead_letter(
                 queue, placed, candidate, now

@@ -1,0 +1,210 @@
+"""Many consumers waiting at once: do they all get their message, and what does the wait cost?
+
+DMQ runs on DynamoDB Local behind the counting proxy (`bench/idle_cost.IdleServer`), so
+every store request it makes is counted. `queues` queues are made, one consumer long-polls
+each (and `shared` more wait on the first queue); once every poll is open, the store
+requests of a quiet window are counted (target: no request per waiting consumer, at most
+2 a second in all with the pump's own reads). Then one message is sent to each waiting
+consumer, paced, and each consumer's poll must return it within that same wait: a poll
+that ends empty although its message was sent during it is a missed wake-up.
+Send-to-receipt time runs from the send's answer to the poll's answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from bench.idle_cost import IdleServer
+from bench.sqs import sqs_client
+
+IDLE_TARGET_PER_S = 2.0
+P99_TARGET_MS = 100.0
+MEMORY_TARGET_KB = 50.0  # the server's growth per waiting consumer
+
+
+@dataclass(frozen=True)
+class Waits:
+    """What the waiting consumers got, and what their wait cost."""
+
+    consumers: int
+    delivered: int
+    missed: int  # polls that ended empty although their message was sent during them
+    errors: dict[str, int]  # error code (or HTTP status) -> polls and sends that failed
+    idle_per_s: float  # store requests per second while every consumer waited
+    idle_by_operation: dict[str, int]
+    latencies_ms: tuple[float, ...]
+    rss_growth_kb_per_consumer: float | None
+
+    @property
+    def server_errors(self) -> int:
+        """Answers of 500 or more (and dropped connections)."""
+        return sum(n for code, n in self.errors.items() if not code.startswith("4"))
+
+    def percentile(self, q: float) -> float:
+        """Send-to-receipt time at this quantile, in ms (0 without deliveries)."""
+        if not self.latencies_ms:
+            return 0.0
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class _Poll:
+    queue: int
+    url: str
+    sent_at: float | None = None  # when the send for this consumer was answered
+    ended_at: float | None = None
+    body: str | None = None
+    error: str | None = None
+
+
+def _rss_kb(pid: int) -> float | None:
+    """The process's resident memory, in KB (None where /proc does not say)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _code(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return f"{status} {exc.response.get('Error', {}).get('Code', '')}".strip()
+    return f"599 {type(exc).__name__}"
+
+
+def _make_queues(endpoint: str, count: int, prefix: str) -> list[str]:
+    sqs = sqs_client(endpoint, 8, attempts=5)
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(
+            lambda n: str(sqs.create_queue(QueueName=f"{prefix}-{n}")["QueueUrl"]),
+            range(count)))
+
+
+def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
+            window_s: float = 4.0, send_rate: float = 200.0, prefix: str = "dmq-wait") -> Waits:
+    """Open the polls, count a quiet window, send to each consumer, collect the answers."""
+    assert server.dmq is not None and server.proxy is not None
+    endpoint, pid = server.dmq.url, server.dmq.process.pid
+    urls = _make_queues(endpoint, queues, prefix)
+    polls = [_Poll(n, url) for n, url in enumerate(urls)]
+    polls += [_Poll(0, urls[0]) for _ in range(shared)]
+    receiver = sqs_client(endpoint, len(polls) + 10, read_timeout=wait_s + 30, attempts=1)
+    rss_before = _rss_kb(pid)
+
+    def poll(p: _Poll) -> None:
+        try:
+            got = receiver.receive_message(QueueUrl=p.url, WaitTimeSeconds=wait_s)
+            messages = got.get("Messages", [])
+            p.body = str(messages[0]["Body"]) if messages else None
+        except (BotoCoreError, ClientError) as exc:
+            p.error = _code(exc)
+        p.ended_at = time.monotonic()
+
+    threads = [threading.Thread(target=poll, args=(p,), daemon=True) for p in polls]
+    opened = time.monotonic()
+    for thread in threads:
+        thread.start()
+    settle = max(2.0, len(polls) / 400)  # every poll reaches the server and waits
+    time.sleep(settle)
+    start = time.monotonic()
+    time.sleep(window_s)
+    end = time.monotonic()
+    idle = server.proxy.by_operation(start, end)
+    rss_waiting = _rss_kb(pid)
+    sender = sqs_client(endpoint, 16, attempts=1)
+    send_errors: Counter[str] = Counter()
+    gap = 1.0 / send_rate if send_rate > 0 else 0.0
+
+    def send(index: int, p: _Poll) -> None:
+        time.sleep(max(0.0, first + index * gap - time.monotonic()))
+        try:
+            sender.send_message(QueueUrl=p.url, MessageBody=f"for-{index}")
+            p.sent_at = time.monotonic()
+        except (BotoCoreError, ClientError) as exc:
+            send_errors[_code(exc)] += 1
+
+    first = time.monotonic()
+    last_possible = opened + wait_s - 1.0  # a send after this may miss the wait by design
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda ip: send(*ip), enumerate(polls)))
+    for thread in threads:
+        thread.join(timeout=wait_s + 40)
+    errors = Counter(p.error for p in polls if p.error) + send_errors
+    delivered = [p for p in polls if p.body is not None]
+    by_body = {p.body: p for p in delivered}
+    # Each consumer is sent one message to its queue (those sharing a queue: one each,
+    # which any of them may get): a message sent during the wait and got by none is missed.
+    missed = sum(1 for index, p in enumerate(polls)
+                 if p.sent_at is not None and p.sent_at <= last_possible
+                 and f"for-{index}" not in by_body)
+    latencies = []
+    for index, p in enumerate(polls):
+        got_by = by_body.get(f"for-{index}")
+        if got_by is not None and p.sent_at is not None and got_by.ended_at is not None:
+            latencies.append(max(0.0, (got_by.ended_at - p.sent_at) * 1000))
+    growth = (None if rss_before is None or rss_waiting is None
+              else round((rss_waiting - rss_before) / max(1, len(polls)), 1))
+    return Waits(len(polls), len(delivered), missed, dict(errors),
+                 round(sum(idle.values()) / (end - start), 2), idle, tuple(latencies), growth)
+
+
+def report(waits: Waits) -> str:
+    """The figures as a Markdown table, each against its target."""
+    def row(what: str, figure: str, ok: bool, target: str) -> str:
+        return f"| {what} | {figure} | {target} | {'PASS' if ok else 'FAIL'} |"
+
+    growth = waits.rss_growth_kb_per_consumer
+    return "\n".join([
+        f"| {waits.consumers} waiting consumers | figure | target | |",
+        "|---|---|---|---|",
+        row("delivered in the same wait", f"{waits.delivered} of {waits.consumers}, "
+            f"{waits.missed} missed", waits.missed == 0, "0 missed"),
+        row("answers of 500 or more", f"{waits.server_errors} "
+            f"({', '.join(f'{k}: {v}' for k, v in sorted(waits.errors.items())) or 'none'})",
+            waits.server_errors == 0, "0"),
+        row("send-to-receipt p50 / p99", f"{waits.percentile(0.5):.1f} / "
+            f"{waits.percentile(0.99):.1f} ms", waits.percentile(0.99) <= P99_TARGET_MS,
+            f"p99 <= {P99_TARGET_MS:g} ms"),
+        row("store requests a second while all wait", f"{waits.idle_per_s:.2f} "
+            f"({', '.join(f'{k} {v}' for k, v in waits.idle_by_operation.items()) or 'none'})",
+            waits.idle_per_s <= IDLE_TARGET_PER_S, f"<= {IDLE_TARGET_PER_S:g}"),
+        row("server memory per waiting consumer", "not measured" if growth is None
+            else f"{growth:.1f} KB", growth is not None and growth <= MEMORY_TARGET_KB,
+            f"<= {MEMORY_TARGET_KB:g} KB"),
+    ])
+
+
+def main(argv: Sequence[str] | None = None) -> Waits:
+    """Measure and print the table."""
+    parser = argparse.ArgumentParser(prog="python -m bench.waiting", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queues", type=int, default=1000, help="one consumer each")
+    parser.add_argument("--shared", type=int, default=200, help="more consumers on one queue")
+    parser.add_argument("--rate", type=float, default=200.0, help="sends a second")
+    args = parser.parse_args(argv)
+    print(f"waiting consumers: {args.queues} queues, {args.shared} more on one ...", flush=True)
+    server = IdleServer()
+    try:
+        server.start()
+        waits = measure(server, args.queues, args.shared, send_rate=args.rate)
+    finally:
+        server.stop()
+    print("\n" + report(waits) + "\n", flush=True)
+    return waits
+
+
+if __name__ == "__main__":
+    main()

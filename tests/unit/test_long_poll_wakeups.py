@@ -1,0 +1,233 @@
+"""Long polls wake on the change that concerns them, and cost no store request while
+nothing changes, where the process follows every change (the local server's stream pump)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from chalicelib.backend.items import changed_shards
+from chalicelib.backend.wakeups import Wakeups
+from chalicelib.clock import SystemClock
+from chalicelib.clusters.stores import ClusterStores
+from chalicelib.domain.lanes import LANE_BASE
+from chalicelib.domain.messages import Message
+from chalicelib.domain.queues import QueueRecord, Shard
+from chalicelib.service.messages import MessageService, Received, SendRequest
+from chalicelib.service.queue_kinds import STANDARD
+from chalicelib.service.receipts import ReceiptCodec
+from chalicelib.service.standard_receive import EMPTY_HINT_MS, ShardHints
+from tests.unit.memory_store import MemoryStore
+
+
+class CountingStore(MemoryStore):
+    """The in-memory store, counting the index reads a receive makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def find_candidates(self, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        return super().find_candidates(*args, **kwargs)
+
+
+def queue(name: str, shards: int = 1) -> QueueRecord:
+    return QueueRecord("111122223333", name, "us-east-1", STANDARD.with_defaults({}),
+                       shards=tuple(Shard(i) for i in range(shards)))
+
+
+def service_over(store: MemoryStore, following: Callable[[], bool] | None = None,
+                 ) -> MessageService:
+    service = MessageService(ClusterStores({"default": store}), ReceiptCodec("k"),
+                             SystemClock(), Wakeups(), lambda arn: None, poll_interval_ms=200)
+    if following is not None:
+        service.follow_changes(following)
+    return service
+
+
+def in_background(call: Callable[[], list[Received]]) -> tuple[threading.Thread, list[Any]]:
+    """Run a receive in a thread; its result (or error) lands in the list."""
+    out: list[Any] = []
+
+    def run() -> None:
+        started = time.monotonic()
+        out.append((call(), time.monotonic() - started))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def record(queue_id: str, shard: int, visible_at: int | None, event: str = "INSERT",
+           ) -> dict[str, Any]:
+    """A messages-table stream record in Lambda's shape."""
+    image = {} if visible_at is None else {"visible_at": {"N": str(visible_at)}}
+    return {"eventName": event, "dynamodb": {
+        "Keys": {"pk": {"S": f"{queue_id}#{shard}"}, "sk": {"S": "m"}}, "NewImage": image}}
+
+
+# -- the wake-ups -------------------------------------------------------------------------
+
+def test_a_notify_wakes_the_waiters_of_its_queue_and_no_other() -> None:
+    wakeups = Wakeups()
+    ended: dict[str, float] = {}
+
+    def wait(queue_id: str) -> None:
+        started = time.monotonic()
+        wakeups.wait(queue_id, wakeups.generation(queue_id), 2.0)
+        ended[queue_id] = time.monotonic() - started
+
+    threads = [threading.Thread(target=wait, args=(q,)) for q in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while wakeups.waiting() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    wakeups.notify("a")
+    for thread in threads:
+        thread.join(5)
+    assert ended["a"] < 1.0
+    assert ended["b"] >= 1.9
+    # AND nothing is kept of a queue nobody waits on any more
+    assert wakeups.waiting() == 0
+
+
+def test_a_change_between_reading_the_generation_and_waiting_is_not_missed() -> None:
+    wakeups = Wakeups()
+    seen = wakeups.generation("q")
+    wakeups.notify("q")
+    started = time.monotonic()
+    wakeups.wait("q", seen, 2.0)
+    assert time.monotonic() - started < 0.5
+
+
+# -- the hints ------------------------------------------------------------------------------
+
+def test_a_hint_lasts_a_second_while_changes_are_not_followed() -> None:
+    hints, following = ShardHints(), [True]
+    hints.follow(lambda: following[0])
+    hints.hint_empty("q", 0, 500_000, hints.writes("q", 0), 0)
+    assert hints.known_empty("q", 0, 400_000)
+    following[0] = False
+    assert hints.known_empty("q", 0, EMPTY_HINT_MS - 1)
+    assert not hints.known_empty("q", 0, EMPTY_HINT_MS)
+
+
+def test_an_observed_change_voids_a_read_in_progress_and_shortens_a_hint() -> None:
+    hints = ShardHints()
+    hints.follow(lambda: True)
+    # A change seen while a read was under way: the read leaves no hint
+    writes = hints.writes("q", 0)
+    assert not hints.observed("q", 0, 5_000, 0)
+    hints.hint_empty("q", 0, 600_000, writes, 0)
+    assert not hints.known_empty("q", 0, 1)
+    # A message that shows before the hint ends shortens it; a later one changes nothing
+    hints.hint_empty("q", 0, 600_000, hints.writes("q", 0), 0)
+    assert hints.observed("q", 0, 5_000, 0)
+    assert hints.known_empty("q", 0, 4_999) and not hints.known_empty("q", 0, 5_000)
+    assert not hints.observed("q", 0, 9_000, 0)
+    # A message visible now ends it; a removal never wakes anyone
+    assert not hints.observed("q", 0, None, 0)
+    assert hints.observed("q", 0, 0, 0)
+    assert not hints.known_empty("q", 0, 1)
+
+
+def test_stream_records_name_their_queue_shard_and_visibility() -> None:
+    records = [record("1/q", 3, 7), record("1/q", 0, None, "REMOVE"),
+               {"dynamodb": {"Keys": {"queue_id": {"S": "1/q"}}}},
+               {"dynamodb": {"Keys": {"pk": {"S": "1/q.fifo#g#x"}}}}]
+    assert [(c.queue_id, c.shard, c.visible_at) for c in changed_shards(records)] == [
+        ("1/q", 3, 7), ("1/q", 0, None)]
+
+
+# -- long polls over a store ------------------------------------------------------------------
+
+def test_waiting_long_polls_make_no_store_request_until_a_send_wakes_them() -> None:
+    # GIVEN a process that follows every change, and 20 long polls on 20 empty queues
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    queues = [queue(f"q{n}") for n in range(20)]
+    polls = [in_background(lambda q=q: service.receive(q, 1, None, 5)) for q in queues]
+    deadline = time.monotonic() + 5
+    while service._wakeups.waiting() < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # WHEN they have waited a while, and more long polls come for the same queues
+    read_once = store.reads
+    time.sleep(0.6)
+    assert store.reads == read_once == 20  # one read each, then none while they wait
+    again = in_background(lambda: service.receive(queues[0], 1, None, 0))
+    again[0].join(5)
+    assert again[1][0][0] == [] and store.reads == 20  # the hint answers it
+    # AND a message is sent to each queue
+    for q in queues:
+        service.send(q, SendRequest("", f"for {q.name}"))
+    # THEN each poll returns its own message, long before its wait ends
+    for (thread, out), q in zip(polls, queues, strict=True):
+        thread.join(5)
+        (got, took), = out
+        assert [r.message.body for r in got] == [f"for {q.name}"]
+        assert took < 3
+
+
+def test_a_change_another_front_end_made_wakes_the_poll_through_the_stream() -> None:
+    # GIVEN a long poll waiting on an empty queue, changes followed
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    thread, out = in_background(lambda: service.receive(q, 1, None, 5))
+    deadline = time.monotonic() + 5
+    while service._wakeups.waiting() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # WHEN another writer stores a message (not through this service) and the stream
+    # shows its record
+    now = int(time.time() * 1000)
+    message = Message(message_id="m-1", body="from elsewhere", body_md5="", sent_ms=now,
+                      visible_at=now, expires_ms=now + 60_000)
+    store.put_messages(q.queue_id, [(0, message)])
+    service.observed_records([record(q.queue_id, 0, now)])
+    # THEN the poll gets it at once
+    thread.join(5)
+    (got, took), = out
+    assert [r.message.body for r in got] == ["from elsewhere"] and took < 3
+
+
+def test_a_poll_sleeps_until_a_delayed_message_shows() -> None:
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    service.send(q, SendRequest("", "later", delay_seconds=1))
+    got = service.receive(q, 1, None, 5)
+    assert [r.message.body for r in got] == ["later"]
+    # one read saw it hidden (and when it shows), one more claimed it
+    assert store.reads == 2
+
+
+def test_hidden_messages_another_writer_stored_keep_the_poll_off_the_store() -> None:
+    # GIVEN a poll found the queue empty (changes followed)
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    assert service.receive(q, 1, None, 0) == []
+    before = store.reads
+    # WHEN the stream shows messages that show only in a minute (main and noisy lane)
+    now = int(time.time() * 1000)
+    service.observed_records([record(q.queue_id, 0, LANE_BASE + now + 60_000),
+                              record(q.queue_id, 0, now + 60_000)])
+    # THEN the next poll still knows the shard empty until then: no read
+    assert service.receive(q, 1, None, 0) == [] and store.reads == before
+    # AND one that shows now sends the next poll to the store
+    service.observed_records([record(q.queue_id, 0, now)])
+    assert service.receive(q, 1, None, 0) == [] and store.reads == before + 1
+
+
+def test_without_followed_changes_a_renewed_poll_reads_the_store_again() -> None:
+    store = CountingStore()
+    service = service_over(store, following=lambda: False)
+    q = queue("q")
+    assert service.receive(q, 1, None, 0) == []
+    time.sleep((EMPTY_HINT_MS + 50) / 1000)
+    assert service.receive(q, 1, None, 0) == []
+    assert store.reads == 2
