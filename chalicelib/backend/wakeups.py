@@ -36,13 +36,19 @@ class Wakeups:
         with self._lock:
             return self._generations.get(queue_id, 0)
 
-    def notify(self, queue_id: str) -> None:
-        """Wake every receiver waiting on this queue (and no other)."""
+    def notify(self, queue_id: str, messages: int | None = None) -> None:
+        """Wake the receivers waiting on this queue (and no other): as many as `messages`
+        new messages can serve, the longest waiting first (a receive that finds nothing
+        left sleeps on), or all of them."""
         with self._lock:
             self._generations[queue_id] = self._generations.get(queue_id, 0) + 1
             waiting = self._waiting.get(queue_id)
-            if waiting is not None:
+            if waiting is None:
+                return
+            if messages is None:
                 waiting.condition.notify_all()
+            else:
+                waiting.condition.notify(messages)
 
     def waiting(self) -> int:
         """How many receivers wait now, on every queue."""

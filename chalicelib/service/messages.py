@@ -197,7 +197,7 @@ class MessageService:
             else "The message could not be stored; retry."))
             for e, m in prepared if m.message_id in stored.unstored]
         if stored.wrote:
-            self._wakeups.notify(queue.queue_id)
+            self._wakeups.notify(queue.queue_id, len(sent))
         return sent, failures
 
     def _seal(self, queue: QueueRecord, messages: list[Message]) -> list[Message]:

@@ -231,3 +231,24 @@ def test_without_followed_changes_a_renewed_poll_reads_the_store_again() -> None
     time.sleep((EMPTY_HINT_MS + 50) / 1000)
     assert service.receive(q, 1, None, 0) == []
     assert store.reads == 2
+
+
+def test_a_send_wakes_as_many_waiting_consumers_as_it_has_messages() -> None:
+    # GIVEN 5 long polls waiting on one queue (changes followed)
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    q = queue("shared")
+    polls = [in_background(lambda: service.receive(q, 1, None, 2)) for _ in range(5)]
+    deadline = time.monotonic() + 5
+    while service._wakeups.waiting() < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before = store.reads
+    # WHEN one message is sent
+    service.send(q, SendRequest("", "one"))
+    # THEN one consumer gets it at once, and the other four sleep on without a store read
+    for thread, _ in polls:
+        thread.join(5)
+    results = sorted((out[0] for _, out in polls), key=lambda r: r[1])
+    assert [r.message.body for r in results[0][0]] == ["one"] and results[0][1] < 1
+    assert all(got == [] and took >= 1.9 for got, took in results[1:])
+    assert store.reads - before <= 2  # the woken consumer's read, and its claim's re-read

@@ -1,0 +1,39 @@
+"""GIVEN the real local server on DynamoDB Local, every store request it makes counted at a
+proxy in front of the store, and 200 consumers long-polling at once (150 on queues of
+their own, 50 more on one shared queue) WHEN they have all waited a while, then one
+message is sent for each THEN every message sent during the wait is delivered in that
+wait (no missed wake-up), no answer is a 500 or above, and the waiting consumers cost
+the store nothing: it sees at most 2 requests a second, the stream pump's own reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench.idle_cost import IdleServer
+from bench.waiting import IDLE_TARGET_PER_S, measure
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def server() -> Iterator[IdleServer]:
+    idle = IdleServer()
+    try:
+        yield idle.start()
+    finally:
+        idle.stop()
+
+
+def test_two_hundred_waiting_consumers_each_get_their_message_in_the_same_wait(
+    server: IdleServer,
+) -> None:
+    waits = measure(server, queues=150, shared=50, send_rate=50.0, prefix="e2e-wait")
+    assert waits.consumers == 200
+    assert waits.server_errors == 0, waits.errors
+    assert waits.missed == 0, waits
+    assert waits.delivered == 200, waits
+    assert waits.idle_per_s <= IDLE_TARGET_PER_S, waits.idle_by_operation
+    # No receive reads the index while everyone waits (the rest is the pump and timers)
+    assert "Query" not in waits.idle_by_operation, waits.idle_by_operation
