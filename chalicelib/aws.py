@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -18,18 +19,52 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 BACKGROUND_READ_TIMEOUT_S = 60.0  # stream polling, exports: no client is waiting
+# Store calls a process makes besides those of the requests it serves, each one at a time:
+# the local server's stream pumps, scheduler, exports and the gauges' threads (the push
+# workers are counted from their setting).
+BACKGROUND_CALLS = 32
+# A Lambda container serves one request at a time; a schedule's push workers or gauge
+# threads make a few calls at once: botocore's own default pool covers them.
+LAMBDA_POOL_CONNECTIONS = 10
+
+
+@dataclass(frozen=True)
+class StoreConcurrency:
+    """What follows from how many requests a process serves at once."""
+
+    requests: int  # requests served at once: the local server's connection cap, 1 on Lambda
+    pool_connections: int  # connections each store client keeps (boto3 and PynamoDB)
+    bulkhead_calls: int  # store calls to one cluster at once (0: no bulkhead)
+
+
+def store_concurrency(settings: Settings) -> StoreConcurrency:
+    """The one sizing rule (docs/configuration.md, "Concurrency"). Each request is served
+    by one thread that makes one store call at a time, so a store client whose pool holds a
+    connection for every request served at once, plus the background work's, never opens a
+    connection it must throw away; and a bulkhead of that size refuses no load the server
+    admitted, only a store whose calls pile up because they are slow or failing (and then
+    the breaker refuses first). DMQ_BULKHEAD_MAX_CALLS, when set, is the bulkhead instead."""
+    if settings.on_lambda:
+        requests = 1
+        pool = max(LAMBDA_POOL_CONNECTIONS, requests + settings.push_workers)
+    else:
+        requests = settings.http_max_connections
+        pool = requests + settings.push_workers + BACKGROUND_CALLS
+    chosen = settings.guard.bulkhead_max_calls
+    return StoreConcurrency(requests, pool, pool if chosen is None else chosen)
 
 
 def store_config(settings: Settings, background: bool = False) -> Config:
-    """The botocore config of DMQ's clients: the settings' store budget; background work
-    (the local stream pump, table exports) waits longer for a busy store instead."""
+    """The botocore config of DMQ's clients: the settings' store budget, and a connection
+    pool sized by `store_concurrency`; background work (the local stream pump, table
+    exports) waits longer for a busy store instead."""
     read = max(settings.store_read_timeout_s, BACKGROUND_READ_TIMEOUT_S) if background else (
         settings.store_read_timeout_s)
     return Config(
         retries={"mode": "standard", "total_max_attempts": settings.store_attempts},
         connect_timeout=settings.store_connect_timeout_s,
         read_timeout=read,
-        max_pool_connections=64,
+        max_pool_connections=store_concurrency(settings).pool_connections,
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from chalicelib.aws import Clients
+from chalicelib.aws import Clients, store_concurrency
 from chalicelib.backend.archive import S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore
 from chalicelib.backend.counters import ShardCounters
@@ -230,7 +230,8 @@ class Runtime:
             settings.queues_table, region, settings.dynamodb_endpoint,
             settings.metadata_cache_seconds, clients.store_credentials(),
             ConnectionBudget(settings.store_connect_timeout_s, settings.store_read_timeout_s,
-                             settings.store_attempts),
+                             settings.store_attempts,
+                             store_concurrency(settings).pool_connections),
             counts_table=settings.control_table,
         )
         holder: list[QueueService] = []
@@ -277,14 +278,16 @@ class Runtime:
 
     @staticmethod
     def _guard_clusters(settings: Settings, clients: Clients) -> None:
-        """A bulkhead and a circuit breaker on each cluster's calls (docs/isolation.md),
+        """A bulkhead (as wide as the store client's pool unless DMQ_BULKHEAD_MAX_CALLS
+        says otherwise) and a circuit breaker on each cluster's calls (docs/isolation.md),
         with their state shared through the control table on Lambda. On a client shared
         with the control table (a cluster without an endpoint of its own) a guard sees
         only the calls that name its cluster's table."""
-        states = state_store_for(settings.guard, settings.on_lambda, clients.dynamodb,
+        guard = settings.guard.sized(store_concurrency(settings).bulkhead_calls)
+        states = state_store_for(guard, settings.on_lambda, clients.dynamodb,
                                  settings.control_table)
         for cluster in settings.clusters:
-            guard_client(clients.cluster_dynamodb(cluster), cluster, settings.guard,
+            guard_client(clients.cluster_dynamodb(cluster), cluster, guard,
                          tables=[settings.cluster_table(cluster)], state_store=states)
 
     def _scaled(self, event: ScaleEvent) -> None:

@@ -104,7 +104,7 @@ class Settings:
     http_request_timeout_s: float = 10.0
     http_max_body_bytes: int = 8 * 1024 * 1024
     # ... and how many connections it keeps open at once (idle ones are closed first).
-    http_max_connections: int = 1000
+    http_max_connections: int = 4096
     # How long one run of the move-task handler keeps stepping the running tasks (0: one
     # pass). On Lambda it runs once a minute, within the 30 s timeout; locally every second.
     move_task_run_s: float = 0.0

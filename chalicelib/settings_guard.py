@@ -5,7 +5,7 @@ names its variable in one sentence (for `Settings.from_env` to make a Configurat
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 # A full bulkhead may make a call wait this long at most for a slot: longer would be a
@@ -25,7 +25,11 @@ class GuardSettings:
     through, which close it again or open it anew.
     """
 
-    bulkhead_max_calls: int = 32  # concurrent store calls per cluster; 0 turns it off
+    # Concurrent store calls per cluster; 0 turns it off. None (unset): as many as the
+    # store client's connection pool holds, which follows the requests the server serves
+    # at once (`chalicelib.aws.store_concurrency`, applied with `sized` where the guards
+    # are wired); a guard given None has no bulkhead.
+    bulkhead_max_calls: int | None = None
     bulkhead_max_wait_ms: int = 0  # how long a call may wait for a slot (0: fail at once)
     breaker_enabled: bool = True
     window_calls: int = 50
@@ -52,7 +56,8 @@ class GuardSettings:
                 raise ValueError(f"{_ENV[name]} must be at least 1")
         for name in ("bulkhead_max_calls", "bulkhead_max_wait_ms", "slow_call_ms",
                      "open_wait_ms", "sync_ms"):
-            if getattr(self, name) < 0:
+            value = getattr(self, name)
+            if value is not None and value < 0:
                 raise ValueError(f"{_ENV[name]} must not be negative")
         if self.bulkhead_max_wait_ms > MAX_BULKHEAD_WAIT_MS:
             raise ValueError(
@@ -68,6 +73,11 @@ class GuardSettings:
     def effective_minimum_calls(self) -> int:
         """The calls needed before a rate counts: never more than the window holds."""
         return min(self.minimum_calls, self.window_calls)
+
+    def sized(self, calls: int) -> GuardSettings:
+        """These settings with the bulkhead `calls` wide, unless one was chosen."""
+        return self if self.bulkhead_max_calls is not None else replace(
+            self, bulkhead_max_calls=calls)
 
     def shares_state(self, on_lambda: bool) -> bool:
         """Whether the breaker state lives in the control table."""

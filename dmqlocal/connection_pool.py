@@ -35,25 +35,30 @@ from dmqlocal.http_errors import sqs_error
 logger = logging.getLogger("dmq.local")
 # A connection whose next request comes within this long keeps its thread.
 HOT_S = 0.05
-# File descriptors kept free besides the connections (the store's clients, files, logs).
+# File descriptors kept free besides the connections (files, logs, the background work).
 SPARE_FDS = 256
+# A connection at work may hold one to the store as well: the store clients' pools grow
+# with the connection cap (chalicelib.aws.store_concurrency).
+FDS_PER_CONNECTION = 2
 BUSY_MESSAGE = "DMQ has as many connections open as it keeps; retry the request."
 
 
 def fd_room(wanted: int) -> int:
     """How many connections the process can hold: `wanted`, raising the soft limit on open
-    files towards the hard one if need be, else as many as that limit leaves room for."""
+    files towards the hard one if need be (two for each connection: its own, and one to
+    the store), else as many as that limit leaves room for."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = wanted + SPARE_FDS
+    needed = wanted * FDS_PER_CONNECTION + SPARE_FDS
     if soft != resource.RLIM_INFINITY and soft < needed:
         raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
             soft = raised
         if soft < needed:
+            room = max(1, (soft - SPARE_FDS) // FDS_PER_CONNECTION)
             logger.warning("only %d open files allowed: keeping at most %d connections, not "
-                           "%d (DMQ_HTTP_MAX_CONNECTIONS)", soft, soft - SPARE_FDS, wanted)
-            return max(1, soft - SPARE_FDS)
+                           "%d (DMQ_HTTP_MAX_CONNECTIONS)", soft, room, wanted)
+            return room
     return wanted
 
 

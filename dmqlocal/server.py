@@ -62,7 +62,7 @@ class HttpLimits:
     idle_timeout_s: float = 60.0
     request_timeout_s: float = 10.0
     max_body_bytes: int = 8 * 1024 * 1024
-    max_connections: int = 1000
+    max_connections: int = 4096
 
     @classmethod
     def of(cls, settings: Settings) -> HttpLimits:

@@ -194,8 +194,10 @@ def parse_queue_arn(arn: str) -> tuple[str, str, str] | None:
 
 @dataclass(frozen=True)
 class ConnectionBudget:
-    """How long one metadata call may take: PynamoDB's connection settings."""
+    """How long one metadata call may take, and how many connections its client keeps:
+    PynamoDB's connection settings."""
 
     connect_timeout_s: float = 1.0
     read_timeout_s: float = 2.0
     attempts: int = 2
+    pool_connections: int = 10  # PynamoDB's default

@@ -62,6 +62,7 @@ def model_for(
         "connect_timeout_seconds": budget.connect_timeout_s,
         "read_timeout_seconds": budget.read_timeout_s,
         "max_retry_attempts": budget.attempts - 1,  # retries after the first try
+        "max_pool_connections": budget.pool_connections,
     }
     if credentials is not None:
         options.update(aws_access_key_id=credentials[0], aws_secret_access_key=credentials[1])

@@ -48,6 +48,7 @@ def _options(region: str, host: str | None, credentials: tuple[str, str] | None,
         "connect_timeout_seconds": budget.connect_timeout_s,
         "read_timeout_seconds": budget.read_timeout_s,
         "max_retry_attempts": budget.attempts - 1,
+        "max_pool_connections": budget.pool_connections,
     }
     if credentials is not None:
         options.update(aws_access_key_id=credentials[0], aws_secret_access_key=credentials[1])

@@ -112,7 +112,7 @@ def closed_by_server(sock: socket.socket) -> bool:
 
 
 def test_the_connection_cap_setting() -> None:
-    assert Settings.from_env({}).http_max_connections == 1000
+    assert Settings.from_env({}).http_max_connections == 4096
     assert Settings.from_env({"DMQ_HTTP_MAX_CONNECTIONS": "50"}).http_max_connections == 50
     assert HttpLimits.of(Settings(http_max_connections=7)).max_connections == 7
 

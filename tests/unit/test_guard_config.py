@@ -26,7 +26,10 @@ from chalicelib.service.exceptions import ServiceUnavailableError
 def test_the_defaults_bound_each_cluster_and_open_on_a_stall() -> None:
     s = GuardSettings.from_env({})
     assert s == GuardSettings()
-    assert (s.bulkhead_max_calls, s.bulkhead_max_wait_ms) == (32, 0)
+    # The bulkhead's width follows the server's concurrency (tests/unit/test_store_concurrency.py).
+    assert (s.bulkhead_max_calls, s.bulkhead_max_wait_ms) == (None, 0)
+    assert s.sized(40).bulkhead_max_calls == 40
+    assert GuardSettings(bulkhead_max_calls=8).sized(40).bulkhead_max_calls == 8
     assert (s.window_calls, s.minimum_calls, s.failure_rate_pct) == (50, 20, 50.0)
     assert s.shares_state(on_lambda=True) and not s.shares_state(on_lambda=False)
 

@@ -61,7 +61,7 @@ class ClusterGuard:
                  timer: Callable[[], float] = time.monotonic, name: str | None = None) -> None:
         self.cluster = cluster
         self.settings = settings or GuardSettings()
-        self.bulkhead = Bulkhead(self.settings.bulkhead_max_calls,
+        self.bulkhead = Bulkhead(self.settings.bulkhead_max_calls or 0,
                                  self.settings.bulkhead_max_wait_ms / 1000.0)
         self.breaker = CircuitBreaker(
             name or cluster, self.settings, state_store or InProcessStateStore(),
