@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -30,10 +31,15 @@ from chalicelib.domain.queues import (
 from chalicelib.metadata import queue_counts
 from chalicelib.metadata.models import QueueModel, model_for
 
+logger = logging.getLogger("dmq.queues")
 # Transactions on an account's queue counter that conflict are tried this many times in
 # all, after a random pause of up to this long times the attempt.
 COUNTED_ATTEMPTS = 6
 COUNTED_PAUSE_S = 0.02
+# The catalogue (every active queue, for background passes and the views of all queues)
+# is read again when its version item moved, and at least this often whatever it says.
+CATALOGUE_KEY = "catalogue"
+CATALOGUE_MAX_AGE_S = 600.0
 
 
 @contextmanager
@@ -104,6 +110,9 @@ class QueueRepository:
                                                      budget) if counts_table else None)
         self._connection = queue_counts.connection_for(region, host, credentials, budget)
         self._counted: set[str] = set()  # accounts whose counter is known to exist
+        # The last catalogue read: (monotonic time, version it was read at, records).
+        self._catalogue: tuple[float, int, tuple[QueueRecord, ...]] | None = None
+        self._catalogue_lock = threading.Lock()
 
     def get(self, queue_id: str, fresh: bool = False) -> QueueRecord | None:
         """The record of a queue, or None. `fresh` bypasses the cache; misses are never cached."""
@@ -138,6 +147,7 @@ class QueueRepository:
         saved = record.with_changes(version=int(model.version))
         with self._lock:
             self._cache[record.queue_id] = (time.monotonic(), saved)
+        self._changed_quietly()
         return saved
 
     def _save_counted(self, model: QueueModel, account: str, count: int, quota: int) -> None:
@@ -206,7 +216,53 @@ class QueueRepository:
         saved = record.with_changes(version=int(model.version))
         with self._lock:
             self._cache[record.queue_id] = (time.monotonic(), saved)
+        self._changed_quietly()
         return saved
+
+    def changed(self) -> None:
+        """A queue record was written (here, or by replication): move the catalogue's
+        version, so every process reads the catalogue again at its next use."""
+        if self._counts is None:
+            with self._catalogue_lock:
+                self._catalogue = None
+            return
+        with _translate():
+            self._counts(CATALOGUE_KEY).update(actions=[self._counts.n.add(1)])
+
+    def _changed_quietly(self) -> None:
+        """`changed`, after a write that succeeded: a failure is logged, not raised (the
+        catalogue is read again within CATALOGUE_MAX_AGE_S anyway)."""
+        try:
+            self.changed()
+        except StoreError:
+            logger.warning("the catalogue version could not be moved", exc_info=True)
+
+    def _catalogue_version(self) -> int | None:
+        """The catalogue's version (None without a control table: always read again)."""
+        if self._counts is None:
+            return None
+        with _translate():
+            try:
+                return int(self._counts.get(CATALOGUE_KEY, consistent_read=True).n)
+            except self._counts.DoesNotExist:
+                return 0
+
+    def catalogue(self) -> tuple[QueueRecord, ...]:
+        """Every active queue of every account, by queue id: the last scan while the
+        catalogue's version item has not moved (one GetItem) and it is younger than
+        CATALOGUE_MAX_AGE_S, else a scan. The version is read before the scan, so a write
+        the scan may have missed moves it past what the scan is kept under."""
+        with self._catalogue_lock:
+            version = self._catalogue_version()
+            now = time.monotonic()
+            kept = self._catalogue
+            if (kept is not None and version is not None and kept[1] == version
+                    and now - kept[0] < CATALOGUE_MAX_AGE_S):
+                return kept[2]
+            records = tuple(sorted(self._scan(), key=lambda r: r.queue_id))
+            if version is not None:
+                self._catalogue = (now, version, records)
+            return records
 
     def _to_model(self, record: QueueRecord) -> QueueModel:
         model = self._model(
@@ -262,7 +318,12 @@ class QueueRepository:
         return records
 
     def scan_active(self) -> list[QueueRecord]:
-        """Every active queue of every account (back-end sweeps only, never a request)."""
+        """Every active queue of every account (back-end sweeps and the views of every
+        queue, never a request): the catalogue."""
+        return list(self.catalogue())
+
+    def _scan(self) -> list[QueueRecord]:
+        """Every active queue of every account, read from the table (a Scan)."""
         with _translate():
             return [
                 _to_record(m)
