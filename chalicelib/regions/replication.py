@@ -132,6 +132,8 @@ class Replicator:
             client = self._backend_of(target).clients.table_dynamodb(table)
             applier = ReplicaApplier(client, self._clock.now_ms)
             result = applier.apply(table, batch)
+            if table == self._queues_table and result.applied:
+                self._backend_of(target).repo.changed()  # its catalogue is read again
             self.metrics.add(target, result.lags_ms)
             written += result.applied
             if result.lags_ms:
