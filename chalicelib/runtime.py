@@ -30,6 +30,7 @@ from chalicelib.frontend.context import check_signed_region
 from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
+from chalicelib.metadata.purges import PurgeRepository
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.metadata.throttle_buckets import BucketStore
 from chalicelib.push.delivery import PushDelivery, PushOptions
@@ -46,6 +47,7 @@ from chalicelib.service.fairness import Fairness
 from chalicelib.service.identity import Identities
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
+from chalicelib.service.purges import PurgeService
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.request_dedup import RequestDedup
@@ -259,6 +261,11 @@ class Runtime:
                               settings.account_max_queues,
                               round(settings.metadata_cache_seconds * 1000) + 1000)
         holder.append(queues)
+        queues.purges = PurgeService(
+            PurgeRepository(clients.dynamodb, settings.control_table),
+            lambda queue_id: repo.get(queue_id, fresh=True), stores,
+            {cluster: DynamoFifoStore(store) for cluster, store in dynamo_stores.items()},
+            self._clock)
         move_tasks = MoveTaskService(
             queues, messages, stores, MoveTaskRepository(clients.dynamodb, settings.control_table),
             self._clock)

@@ -108,6 +108,10 @@ class Settings:
     # How long one run of the move-task handler keeps stepping the running tasks (0: one
     # pass). On Lambda it runs once a minute, within the 30 s timeout; locally every second.
     move_task_run_s: float = 0.0
+    # How long one run of the handler that removes purged and deleted queues' messages
+    # keeps at it (at least one step per pending purge). On Lambda it runs once a minute,
+    # within the 30 s timeout; locally every second.
+    purge_run_s: float = 2.0
     # Fair queues: a standard queue's noisy tenants wait behind the others (DMQ_FAIR_QUEUES,
     # "on" or "off"; docs/fair-queues.md).
     fair_queues: bool = True
@@ -137,7 +141,7 @@ class Settings:
     # (0: no cap; 1 by default with DMQ_AUTH=required), and the queues an account may
     # have in a region (0: no quota).
     account_max_concurrency: int = 0
-    account_max_queues: int = 1000
+    account_max_queues: int = 100_000
     # Push delivery (docs/push.md): how long one run of the push schedule handler delivers
     # (0: it does not; locally a background loop delivers all the time), and how many
     # delivery workers a process runs per subscription (MaximumConcurrency caps them).

@@ -34,7 +34,7 @@ def limit_settings(env: Mapping[str, str]) -> dict[str, Any]:
             REQUIRED_ACCOUNT_RPS if required else 0.0),
         "account_max_concurrency": max(0, int(concurrency)) if concurrency else (
             REQUIRED_ACCOUNT_CONCURRENCY if required else 0),
-        "account_max_queues": max(0, int(env.get("DMQ_ACCOUNT_MAX_QUEUES", "1000") or 0)),
+        "account_max_queues": max(0, int(env.get("DMQ_ACCOUNT_MAX_QUEUES", "100000") or 0)),
         "http_max_connections": max(1, int(env.get("DMQ_HTTP_MAX_CONNECTIONS", "4096"))),
         "push_allowed_networks": networks,
         "throttle_account_burst": int(env.get("DMQ_THROTTLE_ACCOUNT_BURST", "0") or 0),

@@ -36,6 +36,8 @@ def serving_settings(env: Mapping[str, str], base: Settings,
             env.get("DMQ_HTTP_MAX_BODY_BYTES", base.http_max_body_bytes)),
         "move_task_run_s": float(
             env.get("DMQ_MOVE_TASK_RUN_S", 20.0 if on_lambda else base.move_task_run_s)),
+        "purge_run_s": float(
+            env.get("DMQ_PURGE_RUN_S", 20.0 if on_lambda else base.purge_run_s)),
         "push_run_s": float(env.get("DMQ_PUSH_RUN_S", 20.0 if on_lambda else base.push_run_s)),
         "push_workers": max(1, int(env.get("DMQ_PUSH_WORKERS", base.push_workers))),
         "request_dedup": _on_unless_off(env, "DMQ_REQUEST_DEDUP"),

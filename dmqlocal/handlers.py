@@ -17,6 +17,8 @@ MOVE_TASKS_SCHEDULE = "advance_move_tasks"  # the app's message move task handle
 AUTOSCALE_SCHEDULE = "autoscale_shards"  # the app's shard autoscaler
 MOVE_TASKS_PERIOD_S = 1.0  # locally it steps the tasks every second (each run one pass)
 MOVE_TASKS_IDLE_S = 15.0  # while none runs: a task another process started waits this long
+PURGES_SCHEDULE = "remove_purged_messages"  # the app's removal of purged messages
+PURGES_PERIOD_S = 1.0  # locally purged messages go within seconds of the request
 
 
 @dataclass(frozen=True)
@@ -117,9 +119,11 @@ def local_schedule_bindings(app: Chalice, failover_after_s: float, scale: float 
     the last pass found a task running, or this server started one since), it runs every
     MOVE_TASKS_IDLE_S while none does, and within a second of a request that started one.
     The shard autoscaler runs every `autoscale_s` (DMQ_AUTOSCALE_INTERVAL_S), when given,
-    and also when `autoscale_due` says a merge falls due."""
+    and also when `autoscale_due` says a merge falls due. The removal of purged messages
+    runs every second (a run with nothing pending reads nothing: `service.purges`)."""
     beat_s = failover_after_s / HEARTBEATS_PER_FAILOVER / (scale or 1.0)
     moves_s = MOVE_TASKS_PERIOD_S / (scale or 1.0)
+    purges_s = PURGES_PERIOD_S / (scale or 1.0)
     idle_s = MOVE_TASKS_IDLE_S / (scale or 1.0) if moves_busy is not None else None
     scale_s = (autoscale_s or 0) / (scale or 1.0)
     return [replace(b, period_s=min(b.period_s, beat_s)) if b.name == HEARTBEAT_SCHEDULE
@@ -127,4 +131,5 @@ def local_schedule_bindings(app: Chalice, failover_after_s: float, scale: float 
             if b.name == AUTOSCALE_SCHEDULE and scale_s
             else replace(b, period_s=min(b.period_s, moves_s), idle_period_s=idle_s,
                          busy=moves_busy) if b.name == MOVE_TASKS_SCHEDULE
+            else replace(b, period_s=min(b.period_s, purges_s)) if b.name == PURGES_SCHEDULE
             else b for b in schedule_bindings(app)]

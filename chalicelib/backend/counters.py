@@ -20,6 +20,13 @@ The same write keeps the shard's in-flight and delayed messages, as minute bucke
 (`chalicelib.backend.hidden_counts`): a claim or a visibility change moves its message
 between buckets, so a batch with claims costs its one write too.
 
+The same write stamps the item with `at` (when it last counted a record) and `listed`: a
+shard whose item had no `ix` yet is added to the region's *active shards*, a small set in
+the control table (`chalicelib.dynamo_sets`, `active#<messages table>`), with one more
+write. Background passes (the retention sweep, the autoscaler) visit the shards of that
+set, not every queue; the sweep takes a shard out of it (and `listed` off its item) once it
+holds nothing and has counted nothing for `QUIET_MS` (`release_quiet`).
+
 Slots 1 to 3 of each shard are read too: earlier versions spread request-path counts
 over four slots, and messages counted there are counted out here when they go.
 """
@@ -31,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chalicelib import dynamo_sets
 from chalicelib.backend import hidden_counts, items
 from chalicelib.backend.hidden_counts import ShardCount
 from chalicelib.clock import Clock, SystemClock
@@ -53,6 +61,12 @@ _CONDITION = "attribute_not_exists(seq) OR seq < :first"
 # Bucket terms (ADD or REMOVE) in one UpdateExpression: well under its 4 KB limit.
 MAX_TERMS = 120
 _KNOWN_SHARDS = 4096  # shards whose buckets a handler remembers (to remove stale ones)
+ACTIVE = "active#"  # the set of active shards of a messages table: active#<table>
+# A shard that holds nothing leaves the active set once it has counted nothing for this
+# long: longer than the autoscaler's widest load window and a check interval.
+QUIET_MS = 5 * 60_000
+_LEGACY_SHARDS = 100_000  # shards whose older slots a process remembers
+_RELEASE = "n <= :zero AND (attribute_not_exists(#at) OR #at < :quiet)"
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,8 @@ class ShardCounters:
         self._slots = slots
         self._clock: Clock = clock or SystemClock()
         self._known: dict[tuple[str, str], set[str]] = {}  # buckets each shard's item holds
+        # What the older slots of a shard hold (None: none of them exists), read once.
+        self._legacy: dict[tuple[str, str, int], int | None] = {}
 
     def key(self, messages_table: str, pk: str, slot: int = 0) -> dict[str, Any]:
         """The control-table key of one slot of a shard (`pk` is `<queue id>#<shard>`)."""
@@ -152,6 +168,96 @@ class ShardCounters:
         by_shard = {keys[str(i["key"]["S"])]: i for i in found}
         return {pair: shard_load.load_of(by_shard.get(pair), now_ms, window_ms)
                 for pair in shards}
+
+    def read_many(self, messages_table: str, shards: Sequence[tuple[str, int]],
+                  ) -> dict[tuple[str, int], ShardCount]:
+        """The count items of many (queue id, shard): one BatchGetItem per hundred shards
+        of their kept slot; the older slots (1 to 3) only of shards whose item does not
+        prove them absent (`hnew`), once per process (no version writes them any more, so
+        what they hold never changes)."""
+        keys = {self.key(messages_table, items.partition_key(q, s))["key"]["S"]: (q, s)
+                for q, s in shards}
+        found = get_all(self._db, self.table, [{"key": {"S": k}} for k in keys],
+                        consistent=False)
+        by_shard = {keys[str(i["key"]["S"])]: i for i in found}
+        unknown = [(messages_table, q, s) for q, s in shards
+                   if "hnew" not in by_shard.get((q, s), {})
+                   and (messages_table, q, s) not in self._legacy]
+        if unknown:
+            self._read_legacy(unknown)
+        counts = {}
+        for q, s in shards:
+            item = by_shard.get((q, s))
+            legacy = None if item is not None and "hnew" in item else self._legacy.get(
+                (messages_table, q, s))
+            counted = int(item["n"]["N"]) if item is not None and "n" in item else 0
+            counts[(q, s)] = ShardCount.of(item, max(0, counted + (legacy or 0)),
+                                           legacy is not None)
+        return counts
+
+    def _read_legacy(self, shards: Sequence[tuple[str, str, int]]) -> None:
+        """What slots 1 to 3 of these shards hold (None: no such item)."""
+        keys = {self.key(t, items.partition_key(q, s), slot)["key"]["S"]: (t, q, s)
+                for t, q, s in shards for slot in range(1, self._slots)}
+        found = get_all(self._db, self.table, [{"key": {"S": k}} for k in keys],
+                        consistent=False)
+        sums: dict[tuple[str, str, int], int | None] = {shard: None for shard in shards}
+        for item in found:
+            shard = keys[str(item["key"]["S"])]
+            if "n" in item:
+                sums[shard] = (sums[shard] or 0) + int(item["n"]["N"])
+        if len(self._legacy) > _LEGACY_SHARDS:
+            self._legacy.clear()
+        self._legacy.update(sums)
+
+    def active(self, messages_table: str) -> list[tuple[str, int]]:
+        """The (queue id, shard) of the table's active shards: those that hold messages
+        or counted a record in the last QUIET_MS (one BatchGetItem)."""
+        found = []
+        for pk in dynamo_sets.members(self._db, self.table, ACTIVE + messages_table):
+            queue_id, _, shard = pk.rpartition("#")
+            if queue_id and shard.isdigit():
+                found.append((queue_id, int(shard)))
+        return sorted(found)
+
+    def release_quiet(self, messages_table: str, shards: Sequence[tuple[str, int]],
+                      now_ms: int) -> int:
+        """Take out of the active set the shards among `shards` that hold nothing and have
+        counted nothing for QUIET_MS; how many. Each is removed from the set first, then
+        its item's `listed` is removed on the condition that it is still empty and quiet: when
+        that fails (a record was counted meanwhile, which saw `listed` and added nothing), the
+        shard is added back."""
+        keys = {self.key(messages_table, items.partition_key(q, s))["key"]["S"]: (q, s)
+                for q, s in shards}
+        found = get_all(self._db, self.table, [{"key": {"S": k}} for k in keys],
+                        consistent=False, projection="#k, n, #at, hnew",
+                        names={"#k": "key", "#at": "at"})
+        by_pair = {keys[str(i["key"]["S"])]: i for i in found}
+        quiet = [pair for pair, i in by_pair.items()
+                 if int(i.get("n", {}).get("N", "0")) <= 0
+                 and int(i.get("at", {}).get("N", "0")) < now_ms - QUIET_MS]
+        # A shard that older versions counted too may hold messages its slot 0 misses.
+        legacy = [pair for pair in quiet if "hnew" not in by_pair[pair]]
+        held = {pair for pair, count in self.read_many(messages_table, legacy).items()
+                if count.total > 0} if legacy else set()
+        released = 0
+        for queue_id, shard in quiet:
+            if (queue_id, shard) in held:
+                continue
+            pk = items.partition_key(queue_id, shard)
+            dynamo_sets.remove(self._db, self.table, ACTIVE + messages_table, [pk])
+            try:
+                with translate_errors():
+                    self._db.update_item(
+                        TableName=self.table, Key=self.key(messages_table, pk),
+                        UpdateExpression="REMOVE listed", ConditionExpression=_RELEASE,
+                        ExpressionAttributeNames={"#at": "at"},
+                        ExpressionAttributeValues={":zero": {"N": "0"},
+                                                   ":quiet": {"N": str(now_ms - QUIET_MS)}})
+                released += 1
+            except ConditionFailedError:
+                dynamo_sets.add(self._db, self.table, ACTIVE + messages_table, [pk])
+        return released
 
     def total(self, messages_table: str, queue_id: str, shard: int) -> int:
         """The messages a shard holds by its count (never below 0)."""
@@ -189,6 +295,8 @@ class ShardCounters:
                 continue
             old = result.get("Attributes")
             self._remember(table, pk, old, written, stale)
+            if not old or "listed" not in old:
+                dynamo_sets.add(self._db, self.table, ACTIVE + table, [pk])
             if not old:
                 self._mark_new(table, pk)
                 return attempt + 2
@@ -218,10 +326,13 @@ class ShardCounters:
             token = f":{'p' if n > 0 else 'm'}{abs(n)}"
             values[token] = {"N": str(n)}
             terms.append(f"{name} {token}")
-        expression = f"SET seq = :last, hsince = if_not_exists(hsince, :now) ADD {', '.join(terms)}"
+        expression = (f"SET seq = :last, hsince = if_not_exists(hsince, :now), #at = :now, "
+                      f"listed = :yes ADD {', '.join(terms)}")
+        values[":yes"] = {"BOOL": True}
         if stale:
             expression += f" REMOVE {', '.join(stale)}"
-        return ({"UpdateExpression": expression, "ExpressionAttributeValues": values},
+        return ({"UpdateExpression": expression, "ExpressionAttributeValues": values,
+                 "ExpressionAttributeNames": {"#at": "at"}},
                 list(adds), stale)
 
     def _remember(self, table: str, pk: str, old: Mapping[str, Any] | None,

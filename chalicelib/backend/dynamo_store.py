@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_va
 from chalicelib.backend.dynamo_conditional import ConditionalWrites
 from chalicelib.backend.dynamo_moves import BatchMoves, Move, MoveOutcome, ProgressOp
 from chalicelib.backend.dynamo_sends import DynamoSends
+from chalicelib.backend.hidden_counts import BUCKET_MS, DELAYED, IN_FLIGHT
 from chalicelib.backend.items import VISIBLE_INDEX, Item
 from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
 from chalicelib.clusters.shard_load import ShardLoad
@@ -309,6 +311,54 @@ class DynamoMessageStore:
                     delayed += 1
         return Counts(max(0, counted.total - in_flight - delayed), in_flight, delayed)
 
+    def count_many(self, shards: Sequence[tuple[str, int]], now_ms: int,
+                   weighted: bool = False) -> dict[tuple[str, int], Counts]:
+        """The counts of many shards of any queues, as `count` reads each: their count
+        items in one BatchGetItem per hundred, and the index over the rest of this minute
+        only for a shard that holds messages whose buckets say some of them turn visible
+        in this minute (or whose buckets are not whole yet). `weighted`: the index entries
+        are FIFO group items, which weigh what they hold in flight."""
+        found: dict[tuple[str, int], Counts] = {}
+        for (queue_id, shard), counted in self._counters.read_many(self.table, shards).items():
+            in_flight, delayed, until = counted.hidden(now_ms)
+            minute = now_ms // BUCKET_MS
+            hiding_now = until >= LANE_BASE or any(
+                counted.buckets.get(f"{kind}{minute}", 0) > 0 for kind in (IN_FLIGHT, DELAYED))
+            if counted.total > 0 and hiding_now:
+                more_in_flight, more_delayed = self.hidden_between(queue_id, shard, now_ms,
+                                                                   until, weighted)
+                in_flight, delayed = in_flight + more_in_flight, delayed + more_delayed
+            found[(queue_id, shard)] = Counts(max(0, counted.total - in_flight - delayed),
+                                              in_flight, delayed)
+        return found
+
+    def hidden_between(self, queue_id: str, shard: int, now_ms: int, until: int,
+                       weighted: bool = False) -> tuple[int, int]:
+        """(in flight, delayed) of the shard's index entries hidden after `now` and
+        before `until` (the main lane only)."""
+        in_flight = delayed = 0
+        pk = {":pk": {"S": items.partition_key(queue_id, shard)}, ":now": {"N": str(now_ms + 1)},
+              ":until": {"N": str(min(until, LANE_BASE) - 1)}}
+        for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at BETWEEN :now "
+                                "AND :until",
+                                ExpressionAttributeValues=pk, ProjectionExpression="rc"):
+            for item in page.get("Items", []):
+                held = int(item["rc"]["N"])
+                if held > 0:
+                    in_flight += held if weighted else 1
+                else:
+                    delayed += 1
+        return in_flight, delayed
+
+    def active_shards(self) -> list[tuple[str, int]]:
+        """The (queue id, shard) this table's counts call active: holding messages, or
+        written lately (`ShardCounters.active`)."""
+        return self._counters.active(self.table)
+
+    def release_quiet(self, shards: Sequence[tuple[str, int]], now_ms: int) -> int:
+        """Take the empty, quiet ones among `shards` out of the active set."""
+        return self._counters.release_quiet(self.table, shards, now_ms)
+
     def loads(self, shards: Sequence[tuple[str, int]], now_ms: int,
               window_ms: int) -> dict[tuple[str, int], ShardLoad]:
         """The load of each (queue id, shard), as the stream handler keeps it on their
@@ -366,6 +416,38 @@ class DynamoMessageStore:
                 raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
             deleted += len(keys)
         return deleted
+
+    def remove_sent_before(self, queue_id: str, shard: int, before_ms: int | None,
+                           start: str | None, max_items: int) -> tuple[int, str | None]:
+        """One bounded step of a purge's removal: read the shard's messages from `start`
+        (a key this returned, None: the beginning) page by page, up to about `max_items`,
+        and delete, 25 keys to a BatchWriteItem, those sent before `before_ms` (None:
+        all). Return how many were deleted and where the next step starts (None: done).
+        Deleting what is gone already is harmless, so a step may be run again."""
+        values: dict[str, Any] = {":pk": {"S": items.partition_key(queue_id, shard)}}
+        read = removed = 0
+        key = json.loads(start) if start else None
+        while read < max_items:
+            request: dict[str, Any] = {
+                "TableName": self.table, "IndexName": VISIBLE_INDEX,
+                "KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": values,
+                "ProjectionExpression": "pk, sk, sent_ms", "Limit": min(1000, max_items)}
+            if key:
+                request["ExclusiveStartKey"] = key
+            with translate_errors():
+                page = self._db.query(**request)
+            found = page.get("Items", [])
+            read += len(found)
+            keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}} for i in found
+                    if items.sent_by(i, before_ms)]
+            left = self._batch_write(keys) if keys else []
+            if left:
+                raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
+            removed += len(keys)
+            key = page.get("LastEvaluatedKey")
+            if not key:
+                return removed, None
+        return removed, json.dumps(key, sort_keys=True)
 
 
 def _send_order(item: Item) -> tuple[int, str]:

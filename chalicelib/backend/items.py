@@ -214,4 +214,5 @@ def to_candidate(item: Item) -> Candidate:
         expires_ms=_n(item, "expires_ms"),
         receive_count=_n(item, "rc"),
         message=from_item(item) if is_whole(item) else None,
+        sent_ms=_n(item, "sent_ms"),
     )

@@ -140,6 +140,13 @@ class MessageStore(Protocol):
         """Delete every message of one shard; return how many."""
         ...
 
+    def remove_sent_before(self, queue_id: str, shard: int, before_ms: int | None,
+                           start: str | None, max_items: int) -> tuple[int, str | None]:
+        """One bounded step of a purge's removal: from `start` (None: the beginning), read
+        about `max_items` messages and delete those sent before `before_ms` (None: all);
+        return how many went and where the next step starts (None: the shard is done)."""
+        ...
+
     def read_messages(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> list[Message]:
         """The messages of one shard with these ids (consistent reads; gone ones left out)."""
         ...

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from chalicelib.backend.store import MessageStore
 from chalicelib.domain.exceptions import StoreError
+
+
+@runtime_checkable
+class ActiveShards(Protocol):
+    """A store that keeps the set of its active shards: those holding messages or written
+    lately (`backend.counters.ShardCounters.active`)."""
+
+    def active_shards(self) -> list[tuple[str, int]]:
+        """The (queue id, shard) of the active shards."""
+        ...
+
+    def release_quiet(self, shards: Sequence[tuple[str, int]], now_ms: int) -> int:
+        """Take the empty, quiet ones among `shards` out of the set; how many."""
+        ...
 
 
 class UnknownClusterError(StoreError):
@@ -18,6 +33,9 @@ class ClusterStores:
     def __init__(self, stores: Mapping[str, MessageStore], apart: Iterable[str] = ()) -> None:
         self._stores = dict(stores)
         self._apart = frozenset(apart)
+        # When each active shard's retention sweep falls due (epoch ms), by (cluster,
+        # queue id, shard): `backend.maintenance.sweep_expired` keeps it.
+        self.sweep_due: dict[tuple[str, str, int], int] = {}
 
     def apart(self, cluster: str) -> bool:
         """Whether the cluster's table is in a store of its own (DMQ_CLUSTER_ENDPOINTS):

@@ -129,6 +129,13 @@ class Candidate:
     # The whole message as the index projected it (None when the index projects only
     # those fields): a claim then needs no second read for it.
     message: Message | None = field(default=None, compare=False, repr=False)
+    # When it was sent (0: the index does not project it, as in a table made by an
+    # earlier version): a receive passes over messages a purge left behind.
+    sent_ms: int = field(default=0, compare=False)
+
+    def purged_by(self, purged_ms: int) -> bool:
+        """Sent by the time of the queue's last purge, as far as the index shows."""
+        return 0 < self.sent_ms <= purged_ms
 
     def action(self, now_ms: int, max_receive_count: int | None) -> CandidateAction:
         """Expired messages are dropped; over-received ones go to the dead-letter queue."""

@@ -15,6 +15,7 @@ TransactWriteItems:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
@@ -23,6 +24,7 @@ from chalicelib.backend import items
 from chalicelib.backend.items import VISIBLE_INDEX, Item
 from chalicelib.domain.exceptions import (
     ConditionFailedError,
+    StoreThrottledError,
     StoreUnavailableError,
     TransactionCancelledError,
 )
@@ -294,6 +296,46 @@ class DynamoFifoStore(FifoClaims):
                 if not start:
                     break
         return deleted
+
+    def remove_sent_before(self, queue_id: str, shard: int, before_ms: int | None,
+                           start: str | None, max_items: int) -> tuple[int, str | None]:
+        """One bounded step of a purge's removal: the shard's messages sent by `before_ms`
+        go, in BatchWriteItems of 25; with None (a deleted queue) every message and then
+        every group item goes. Dedup items stay, as they do in a purge. A group item whose
+        messages are gone is dropped by the next receive that reads it. Return how many
+        messages went and where the next step starts (None: done)."""
+        prefixes = [fifo.MESSAGE_PREFIX] + ([fifo.GROUP_PREFIX] if before_ms is None else [])
+        at: dict[str, Any] = json.loads(start) if start else {"p": 0, "k": None}
+        step, key = int(at["p"]), at["k"]
+        pk = items.partition_key(queue_id, shard)
+        read = removed = 0
+        while read < max_items:
+            if step >= len(prefixes):
+                return removed, None
+            request: dict[str, Any] = {
+                "TableName": self.table, "ProjectionExpression": "pk, sk, sent_ms",
+                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+                "ExpressionAttributeValues": {":pk": s_attr(pk), ":p": s_attr(prefixes[step])},
+                "Limit": min(1000, max_items)}
+            if key:
+                request["ExclusiveStartKey"] = key
+            with translate_errors():
+                page = self._db.query(**request)
+            found = page.get("Items", [])
+            read += len(found)
+            keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}} for i in found
+                    if items.sent_by(i, before_ms)]
+            left = self._base.batch_write(keys) if keys else []
+            if left:
+                raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
+            if step == 0:
+                removed += len(keys)
+            key = page.get("LastEvaluatedKey")
+            if not key:
+                step, key = step + 1, None
+        if step >= len(prefixes):
+            return removed, None
+        return removed, json.dumps({"p": step, "k": key}, sort_keys=True)
 
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
         """The first messages of the shard's groups, without claiming them."""

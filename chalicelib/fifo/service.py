@@ -275,7 +275,8 @@ class FifoService:
         taken: list[FifoEntry] = []
         for entry in entries:
             over = limit is not None and entry.message.receive_count >= limit
-            cannot = entry.ready_at > now or entry.until > now or entry.message.is_expired(now)
+            cannot = (entry.ready_at > now or entry.until > now or entry.message.is_expired(now)
+                      or entry.message.sent_ms <= queue.purged_ms)
             if cannot or over:
                 break  # order: nothing after a message that cannot go now
             taken.append(entry)
@@ -284,13 +285,14 @@ class FifoService:
 
     def _fix_head(self, queue: QueueRecord, store: FifoStore, group: GroupState,
                   entries: list[FifoEntry], now: int) -> bool | None:
-        """Deal with the group's head: expired messages go, an over-received one moves to
-        the dead-letter queue, a delayed one sets the group's time. True when the head
+        """Deal with the group's head: expired (and purged) messages go, an over-received
+        one moves to the dead-letter queue, a delayed one sets the group's time. True when the head
         changed (read it again), False when it can be claimed, None to leave the group."""
         head = entries[0]
         expired = []
         for entry in entries:
-            if not entry.message.is_expired(now):
+            # a message sent before the queue's last purge goes as an expired one does
+            if not entry.message.is_expired(now) and entry.message.sent_ms > queue.purged_ms:
                 break
             expired.append(entry)
         if expired:

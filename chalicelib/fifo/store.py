@@ -130,6 +130,12 @@ class FifoStore(Protocol):
         """Delete every message and group of a shard; how many items went."""
         ...
 
+    def remove_sent_before(self, queue_id: str, shard: int, before_ms: int | None,
+                           start: str | None, max_items: int) -> tuple[int, str | None]:
+        """One bounded step of a purge's removal (`MessageStore.remove_sent_before`); with
+        `before_ms` None the shard's group items go too."""
+        ...
+
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
         """The first messages of a shard, without receiving them."""
         ...

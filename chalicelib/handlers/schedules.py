@@ -1,6 +1,6 @@
 """The schedule handlers, each run once a minute: the internal and external cluster
-managers, usage, retention, message move tasks, queue metrics and push delivery (the
-local server runs them on its own timers: dmqlocal/handlers.py)."""
+managers, usage, retention, message move tasks, purged messages, queue metrics and push
+delivery (the local server runs them on its own timers: dmqlocal/handlers.py)."""
 
 from __future__ import annotations
 
@@ -73,8 +73,10 @@ def flush_usage(event: CloudWatchEvent) -> None:
 @blueprint.schedule(EVERY_MINUTE)
 @observability.flushed
 def sweep_retention(event: CloudWatchEvent) -> None:
-    """Remove messages past their retention period."""
+    """Remove messages past their retention period, from the shards the counts call
+    active (holding messages or written lately), each when its sweep falls due."""
     for region in _live_local_regions():
+        runtime.services_for(region).messages.catch_up_counts()  # the active shards' set
         backend = runtime.backend(region)
         homed = [q for q in backend.repo.scan_active() if q.home == region]
         maintenance.sweep_expired(backend.stores, homed, backend.clock.now_ms())
@@ -86,6 +88,17 @@ def advance_move_tasks(event: CloudWatchEvent) -> None:
     """Run the message move tasks (dead-letter redrive) a bounded step at a time."""
     for region in _live_local_regions():
         runtime.services_for(region).move_tasks.advance(runtime.settings.move_task_run_s)
+
+
+@blueprint.schedule(EVERY_MINUTE)
+@observability.flushed
+def remove_purged_messages(event: CloudWatchEvent) -> None:
+    """Remove the messages that PurgeQueue and DeleteQueue left behind, a bounded step at
+    a time, from the pending purges of the control table (no queue is scanned)."""
+    for region in _live_local_regions():
+        purges = runtime.services_for(region).queues.purges
+        if purges is not None:
+            purges.advance(runtime.settings.purge_run_s)
 
 
 @blueprint.schedule(EVERY_MINUTE)

@@ -16,6 +16,7 @@ from chalicelib.domain.queues import QueueRecord, QueueStatus, parse_queue_arn, 
 from chalicelib.metadata.repository import QueueRepository
 from chalicelib.service.exceptions import QueueDoesNotExistError, ServiceUnavailableError
 from chalicelib.service.messages import MessageService
+from chalicelib.service.purges import PurgeService
 
 # A metadata write that loses its version check is applied again to a fresh read, this
 # many times in all, with a short random pause between tries so racing writers spread out.
@@ -42,6 +43,9 @@ class QueueRecords:
         self._messages = messages
         self._clock = clock
         self._place = place
+        # Removes purged and deleted queues' messages in the background (None: the
+        # requests remove them, as a test's service built without one does).
+        self.purges: PurgeService | None = None
 
     # -- lookup ------------------------------------------------------------------------
     def get(self, account: str, name: str) -> QueueRecord:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 
 from chalicelib.clusters.manager import NoSuchClusterError
 from chalicelib.clusters.shards import reshaped, resize
 from chalicelib.domain.exceptions import ConcurrentChangeError
+from chalicelib.domain.purges import PurgeKind
 from chalicelib.domain.queues import (
     QueueRecord,
     QueueStatus,
@@ -69,6 +71,9 @@ class QueueService(QueueChanges):
             shards=shards,
             home_region=region,
             version=existing.version if existing is not None else 0,
+            # Messages of a deleted queue of this name may still be being removed: they
+            # stay purged for the new queue.
+            purged_ms=existing.purged_ms if existing is not None else 0,
         )
         record = self._with_replication(record, given)
         try:
@@ -117,14 +122,22 @@ class QueueService(QueueChanges):
         return existing
 
     def delete(self, queue: QueueRecord) -> None:
-        """DeleteQueue: the record is marked deleted, then its messages are removed."""
+        """DeleteQueue: the record is marked deleted (and purged: a queue made again with
+        the name never sees these messages); the messages are removed in the background
+        (`service.purges`), or here when no purge service is wired."""
         now = self._clock.now_ms()
+        if self.purges is not None:
+            self.purges.record(queue, now, PurgeKind.DELETE)
         deleted = self._update(queue, lambda q: q.with_changes(
-            status=QueueStatus.DELETED, deleted_ms=now, modified_ms=now), count=-1)
-        self._messages.purge(deleted)
+            status=QueueStatus.DELETED, deleted_ms=now, purged_ms=now, modified_ms=now),
+            count=-1)
+        if self.purges is None:
+            self._messages.purge(deleted)
 
     def purge(self, queue: QueueRecord) -> None:
-        """PurgeQueue: at most once every 60 seconds."""
+        """PurgeQueue: at most once every 60 seconds. The answer comes once the record is
+        marked (`purged_ms`): from then on receives treat every message sent before it as
+        gone, and the background removes them (`service.purges`), whatever the backlog."""
         now = self._clock.now_ms()
 
         def purged(current: QueueRecord) -> QueueRecord:
@@ -135,7 +148,22 @@ class QueueService(QueueChanges):
                 )
             return current.with_changes(purged_ms=now)
 
-        self._messages.purge(self._update(queue, purged))
+        if self.purges is None:
+            self._messages.purge(self._update(queue, purged))
+            return
+        purged(queue)  # refused before anything is recorded, when the record says so
+        self.purges.record(queue, now, PurgeKind.PURGE)
+        self._update(queue, purged)
+        self._past(now)
+
+    def _past(self, now: int) -> None:
+        """Answer once the clock passed `now` (a millisecond at most): a message sent by
+        then is purged, one sent after the answer is not (a few tries: a test's frozen
+        clock never moves)."""
+        for _ in range(3):
+            if self._clock.now_ms() > now:
+                return
+            time.sleep(0.0005)
 
     # -- list ------------------------------------------------------------------------------
     def all_queues(self) -> list[QueueRecord]:

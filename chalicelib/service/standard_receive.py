@@ -227,9 +227,9 @@ class StandardReceiver:
             def fetch(start: Candidate | None, now: int = now, size: int = size) -> CandidatePage:
                 # The read reaches the hints' horizon past now, so that a shard with nothing
                 # visible also tells, in the same request, when its next message shows.
-                # Nothing visible before the last purge was sent after it: the read
-                # starts there, so a purged backlog costs a receive nothing.
-                low = base + queue.purged_ms
+                # Nothing visible by the last purge was sent after it: the read starts
+                # past it, so a purged backlog costs a receive nothing.
+                low = base + queue.purged_ms + 1 if queue.purged_ms else base
                 if start is not None and start.visible_at < low:
                     start = None
                 page = store.find_candidates(queue.queue_id, shard, base + now + horizon,

@@ -67,8 +67,10 @@ def _fill(sqs: Any, count: int, prefix: str = "q") -> list[str]:
     return [sqs.create_queue(QueueName=f"{prefix}{n}")["QueueUrl"] for n in range(count)]
 
 
-def test_the_quota_setting_defaults_to_a_thousand() -> None:
-    assert Settings.from_env({}).account_max_queues == 1000
+def test_the_quota_setting_defaults_to_a_hundred_thousand() -> None:
+    # SQS sets no limit on an account's queues; the default only stops a runaway client
+    assert Settings.from_env({}).account_max_queues == 100_000
+    assert Settings().account_max_queues == 100_000
     assert Settings.from_env({"DMQ_ACCOUNT_MAX_QUEUES": "5"}).account_max_queues == 5
     assert Settings.from_env({"DMQ_AUTH": "open", "DMQ_ACCOUNT_MAX_QUEUES": "0"}
                              ).account_max_queues == 0
