@@ -1,4 +1,5 @@
-"""The shard autoscaler: each check reads every queue's load and splits or merges its shards.
+"""The shard autoscaler: each check reads the load of the queues that may need it (more
+than one shard, or traffic lately) and splits or merges their shards.
 
 It runs where the cluster manager runs: on the local server's timer every
 `DMQ_AUTOSCALE_INTERVAL_S`, and on AWS as a scheduled handler (every minute, the least
@@ -24,7 +25,7 @@ from chalicelib.clock import Clock
 from chalicelib.clusters.autoscale_rules import ScalePolicy, decide, next_due_ms
 from chalicelib.clusters.autoscale_states import AutoscaleStates
 from chalicelib.clusters.shard_load import ShardLoad, window_start
-from chalicelib.clusters.stores import ClusterStores
+from chalicelib.clusters.stores import ActiveShards, ClusterStores
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.service.exceptions import SqsError
 from chalicelib.service.queues import QueueService
@@ -60,12 +61,17 @@ class Autoscaler:
         self.next_due_ms: int | None = None
 
     def check(self, region: str) -> list[ScaleEvent]:
-        """One pass: the splits and merges it made. Its reads are one scan of the queues,
-        one BatchGetItem of their states and one of their loads (per hundred of each)."""
+        """One pass: the splits and merges it made. It checks the queues with more than
+        one shard and those with an active shard (`active_queues`), not every queue: its
+        reads are the catalogue of queues (one GetItem while no queue changed), the
+        active shards (one BatchGetItem per cluster), and for the queues it checks one
+        BatchGetItem of their states and one of their loads (per hundred of each)."""
         self.next_due_ms = None
         if not self.policy.enabled:
             return []
-        queues = [q for q in self._queues.all_queues() if q.home == region]
+        moving = self.active_queues()
+        queues = [q for q in self._queues.all_queues() if q.home == region
+                  and (moving is None or len(q.shards) > 1 or q.queue_id in moving)]
         if not queues:
             return []
         states = self._states.get_many([q.queue_id for q in queues])
@@ -93,6 +99,18 @@ class Autoscaler:
                 due.append(queue_due)
         self.next_due_ms = min(due, default=None)
         return events
+
+    def active_queues(self) -> set[str] | None:
+        """The queues with an active shard (holding messages, or written in the last few
+        minutes: `ShardCounters.active`), one read per cluster; None when a cluster's
+        store cannot tell (every queue is checked then). A queue with one shard and no
+        traffic has nothing to split or merge, so a check passes it by."""
+        found: set[str] = set()
+        for _, store in self._stores.items():
+            if not isinstance(store, ActiveShards):
+                return None
+            found |= {queue_id for queue_id, _ in store.active_shards()}
+        return found
 
     def loads(self, queues: list[QueueRecord], now_ms: int) -> dict[str, ShardLoad]:
         """Each queue's load over the policy's window (draining shards included: their
