@@ -68,7 +68,8 @@ def read_gauges(runtime: Runtime, now_ms: Callable[[], int]) -> list[QueueGauges
     found: list[QueueGauges] = []
     for region in runtime.settings.all_regions:
         try:
-            found += queue_metrics.read(runtime.services_for(region), region, now_ms())
+            found += queue_metrics.read(runtime.services_for(region), region, now_ms(),
+                                        stores=runtime.backend(region).stores)
         except Exception:  # a scrape shows what answers, never a 500
             logger.warning("metrics of region %s left out of this scrape", region,
                            exc_info=True)

@@ -4,7 +4,8 @@
 work, and each scraper asking for it again would multiply it. Here a caller gets the last
 rendering while it is fresh: younger than `fresh_s`, and than `duty` times what it took to
 make (so rendering takes at most about a `duty`-th of the time, whatever the number of
-queues). When it is stale, one caller renders anew: in its own thread when the last
+queues), but never past `max_age_s` less that time, so that its figures are at most about
+`max_age_s` old. When it is stale, one caller renders anew: in its own thread when the last
 rendering was quick (under `wait_budget_s`: the caller gets fresh figures), else in the
 background while every caller keeps getting the last one. Callers that come while a
 rendering is under way get the last one, or, before there is any, wait for that one
@@ -20,6 +21,7 @@ from collections.abc import Callable
 
 DUTY = 10.0
 WAIT_BUDGET_S = 0.5
+MAX_AGE_S = 15.0  # a rendering is kept no longer than this less what it took to make
 logger = logging.getLogger("dmq.metrics")
 
 
@@ -27,12 +29,13 @@ class SharedRender:
     """Renders on demand, at most once per freshness interval (`fresh_s` <= 0: always)."""
 
     def __init__(self, render: Callable[[], bytes], fresh_s: float, duty: float = DUTY,
-                 wait_budget_s: float = WAIT_BUDGET_S,
+                 wait_budget_s: float = WAIT_BUDGET_S, max_age_s: float = MAX_AGE_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._render = render
         self._fresh_s = fresh_s
         self._duty = duty
         self._wait_budget_s = wait_budget_s
+        self._max_age_s = max_age_s
         self._clock = clock
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
@@ -44,7 +47,9 @@ class SharedRender:
     def _fresh(self, made_at: float) -> bool:
         if self._fresh_s <= 0:
             return False
-        return self._clock() - made_at < max(self._fresh_s, self._duty * self._took_s)
+        kept = min(max(self._fresh_s, self._duty * self._took_s),
+                   max(self._fresh_s, self._max_age_s - self._took_s))
+        return self._clock() - made_at < kept
 
     def get(self) -> bytes:
         """The latest rendering, or a new one when it is stale (see the module)."""

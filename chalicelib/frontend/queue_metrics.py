@@ -2,7 +2,8 @@
 oldest message, read as GetQueueAttributes reads them.
 
 The counts come from the shard counts the stream keeps, less the hidden part of the
-visibility index, so their cost never grows with the visible backlog; the oldest age is
+visibility index, so their cost never grows with the visible backlog; they are read for
+all the queues at once, a hundred shards a request; the oldest age is
 the oldest message by send time of a bounded read of each shard (message ids do not
 order sends; a FIFO shard keeps its messages by group, so there it is the oldest of the
 first `FIFO_HEADS` heads).
@@ -13,9 +14,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from chalicelib.clusters.stores import ClusterStores
+from chalicelib.domain.messages import Counts
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.fifo.service import is_fifo
 from chalicelib.frontend.services import Services
+from chalicelib.service import bulk_counts
 
 FIFO_HEADS = 10
 WORKERS = 8
@@ -41,23 +45,37 @@ def dead_letter_arns(queues: list[QueueRecord]) -> set[str]:
     return {q.redrive_policy.dead_letter_target_arn for q in queues if q.redrive_policy}
 
 
-def read(services: Services, region: str, now_ms: int,
-         workers: int = WORKERS) -> list[QueueGauges]:
-    """The gauges of every active queue of the services' region, `workers` queues at a
-    time (each queue's reads wait on the store, not on this process)."""
+def read(services: Services, region: str, now_ms: int, workers: int = WORKERS,
+         stores: ClusterStores | None = None) -> list[QueueGauges]:
+    """The gauges of every active queue of the services' region. With the region's
+    `stores`, the counts of every queue are read in bulk (`service.bulk_counts`: a hundred
+    shards per store request), and only a queue that holds messages is peeked for its
+    oldest message (an empty one is 0 s old); without, each queue is counted and peeked,
+    `workers` queues at a time (each queue's reads wait on the store, not on this
+    process)."""
     queues = services.queues.all_queues()
     targets = dead_letter_arns(queues)
+    counted = (bulk_counts.counts_of(queues, stores, now_ms, services.messages.counts)
+               if stores is not None else None)
 
     def gauges(queue: QueueRecord) -> QueueGauges:
-        counts = services.messages.counts(queue)
-        heads = services.messages.peek(queue, FIFO_HEADS if is_fifo(queue) else 1)
+        counts = counted[queue.queue_id] if counted is not None else \
+            services.messages.counts(queue)
+        held = counts.visible + counts.in_flight + counts.delayed
+        heads = services.messages.peek(queue, FIFO_HEADS if is_fifo(queue) else 1) \
+            if held or counted is None else []
         oldest = min((m.sent_ms for m in heads), default=None)
         age = max(0.0, (now_ms - oldest) / 1000) if oldest is not None else 0.0
         return QueueGauges(region, queue.account, queue.name, counts.visible,
                            counts.in_flight, counts.delayed, age, queue.arn in targets,
                            queue.shard_count)
 
-    if len(queues) < 2:
+    peeked = [q for q in queues if counted is None or _holds(counted[q.queue_id])]
+    if len(peeked) < 2:
         return [gauges(q) for q in queues]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dmq-gauges") as pool:
         return list(pool.map(gauges, queues))
+
+
+def _holds(counts: Counts) -> bool:
+    return counts.visible + counts.in_flight + counts.delayed > 0

@@ -9,6 +9,7 @@ from chalicelib.frontend.console import web
 from chalicelib.handlers.container import runtime
 from chalicelib.handlers.incoming import context_of, headers_of, raw_body, transport_of
 from chalicelib.regions import admin_api as admin_regions
+from chalicelib.service import bulk_counts
 
 blueprint = Blueprint(__name__)
 CONSOLE_FORM = ["application/x-www-form-urlencoded"]
@@ -20,6 +21,9 @@ console = web.Console(
     csrf_secret=runtime.console_key,
     clock=lambda: runtime.clock,
     limits=lambda: runtime.sign_in_limits,
+    bulk_counts=lambda services, queues: bulk_counts.counts_of(
+        queues, runtime.backend(services.region).stores, runtime.clock.now_ms(),
+        services.messages.counts),
 )
 # The usage meter counts each request into the console's throughput plots too.
 runtime.listen_to_usage(console.count_request)

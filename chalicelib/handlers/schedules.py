@@ -111,7 +111,8 @@ def emit_queue_gauges(event: CloudWatchEvent) -> None:
         return
     for region in _live_local_regions():
         now_ms = runtime.backend(region).clock.now_ms()
-        for g in queue_metrics.read(runtime.services_for(region), region, now_ms):
+        for g in queue_metrics.read(runtime.services_for(region), region, now_ms,
+                                    stores=runtime.backend(region).stores):
             gauges = {"ApproximateNumberOfMessagesVisible": g.visible,
                       "ApproximateNumberOfMessagesNotVisible": g.in_flight,
                       "ApproximateNumberOfMessagesDelayed": g.delayed}

@@ -114,7 +114,8 @@ def test_a_slow_rendering_is_redone_in_the_background_and_rarely() -> None:
         now[0] += 2.0  # each rendering "takes" 2 s of the clock
         return f"render at {now[0]}".encode()
 
-    shared = SharedRender(render, fresh_s=1, duty=10, wait_budget_s=0.5, clock=lambda: now[0])
+    shared = SharedRender(render, fresh_s=1, duty=10, wait_budget_s=0.5, max_age_s=60,
+                          clock=lambda: now[0])
     first = shared.get()
     now[0] += 19  # 10 x 2 s is not over yet: still fresh
     assert shared.get() == first and shared.renders == 1
@@ -128,6 +129,22 @@ def test_a_slow_rendering_is_redone_in_the_background_and_rarely() -> None:
             break
         time.sleep(0.05)
     assert shared.renders == 2 and shared.get() != first
+
+
+def test_a_rendering_is_kept_no_longer_than_its_figures_may_age() -> None:
+    now = [0.0]
+
+    def render() -> bytes:
+        now[0] += 2.0  # each rendering "takes" 2 s: ten times that would be 20 s
+        return f"render at {now[0]}".encode()
+
+    shared = SharedRender(render, fresh_s=1, duty=10, wait_budget_s=5, max_age_s=15,
+                          clock=lambda: now[0])
+    first = shared.get()
+    now[0] += 12  # 12 s after it was made, 14 s after its figures were read: kept
+    assert shared.get() == first
+    now[0] += 1.5  # past 15 s less the 2 s it took: made again
+    assert shared.get() != first and shared.renders == 2
 
 
 def test_scrapes_within_the_interval_cost_the_store_nothing_whatever_the_queues(

@@ -65,3 +65,12 @@ def when(epoch_ms: int | None) -> str:
     if not epoch_ms:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch_ms / 1000))
+
+
+def page_number(value: str | None) -> int:
+    """A page number from the query string: 1 when missing or not a positive number."""
+    try:
+        number = int(value or "1")
+    except ValueError:
+        return 1
+    return max(1, number)

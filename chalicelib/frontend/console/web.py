@@ -3,7 +3,8 @@ and each page rendered from templates/ with Jinja2 (autoescaped). The pages call
 services as the SQS actions and the admin API: nothing here touches a store directly.
 
 Pages and the forms they post:
-- `/console`: every queue with its live counts; depth and request throughput plots.
+- `/console`: every queue with its live counts, a page of PAGE_SIZE at a time; depth and
+  request throughput plots.
 - `/console/queues/<account>/<name>`: counts and plots, peek (messages read without being
   claimed), send, purge, and for a dead-letter queue the redrive (message move tasks).
 - `/console/regions`: each region's health and heartbeat, and the replication lag.
@@ -36,6 +37,7 @@ from chalicelib.settings import ConfigurationError
 
 logger = logging.getLogger("dmq.console")
 LIVE_EVERY_MS = 2000
+PAGE_SIZE = 100  # queues per page of the queue list
 MIN_SPAN_MS = 60 * 1000  # the shortest time a plot spans
 HTML = "text/html; charset=utf-8"
 SECURITY_HEADERS = {
@@ -93,8 +95,12 @@ class Console:
                  check_secret: Callable[[str, str], Caller],
                  csrf_secret: Callable[[], str],
                  clock: Callable[[], Clock] = SystemClock,
-                 limits: Callable[[], SignInLimits] | None = None) -> None:
+                 limits: Callable[[], SignInLimits] | None = None,
+                 bulk_counts: Callable[[Services, list[QueueRecord]], dict[str, Counts]]
+                 | None = None) -> None:
         self._services = services
+        # Reads the counts of many queues at once (None: one count per queue).
+        self._bulk_counts = bulk_counts
         self._regions = regions
         self._check_secret = check_secret
         self._csrf_secret = csrf_secret
@@ -213,26 +219,41 @@ class Console:
 
     # -- the queue list --------------------------------------------------------------------
     def queues(self, request: WebRequest, live: bool = False) -> Page:
-        """Every queue with its counts, and the plots of all queues together."""
+        """Every queue's counts in all, and one page of PAGE_SIZE queues with theirs (by
+        account and name); the plots of all queues together. The counts of every queue
+        are read in bulk (`counts_many`), a hundred shards per store request."""
 
         def view(user: auth.ConsoleUser) -> Page:
             services = self._services()
             now = self._clock.now_ms()
-            rows = []
-            total = Counts()
             services.messages.catch_up_counts()  # once for the whole list
-            for queue in services.queues.all_queues():
-                counts = services.messages.counts(queue)
-                self.history.sample(queue.queue_id, counts, now)
-                total = total + counts
-                rows.append({"queue": queue, "counts": counts,
+            queues = services.queues.all_queues()
+            pages = max(1, -(-len(queues) // PAGE_SIZE))
+            page = min(pages, shapes.page_number(request.query.get("page")))
+            counts = self._counts_many(services, queues)
+            total = Counts()
+            for found in counts.values():
+                total = total + found
+            rows = []
+            for queue in queues[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]:
+                found = counts.get(queue.queue_id, Counts())
+                self.history.sample(queue.queue_id, found, now)
+                rows.append({"queue": queue, "counts": found,
                              "dlq": queue.redrive_policy is not None})
             self.history.sample(TOTAL, total, now)
             template = "queues_live.html" if live else "queues.html"
             return self._render(request, user, template, title="Queues", rows=rows,
-                                total=total, charts=self._charts(TOTAL, "all", now))
+                                total=total, queue_count=len(queues), page=page, pages=pages,
+                                first=(page - 1) * PAGE_SIZE + 1,
+                                charts=self._charts(TOTAL, "all", now))
 
         return self.serve(request, view)
+
+    def _counts_many(self, services: Services, queues: list[QueueRecord],
+                     ) -> dict[str, Counts]:
+        if self._bulk_counts is not None:
+            return self._bulk_counts(services, queues)
+        return {q.queue_id: services.messages.counts(q) for q in queues}
 
     def _charts(self, key: str, chart_id: str, now: int) -> list[plots.Chart]:
         depth = self.history.depth(key, now)
