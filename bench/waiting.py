@@ -46,7 +46,8 @@ class Waits:
     @property
     def server_errors(self) -> int:
         """Answers of 500 or more (and dropped connections)."""
-        return sum(n for code, n in self.errors.items() if not code.startswith("4"))
+        return sum(n for code, n in self.errors.items()
+                   if not code.split(": ", 1)[-1].startswith("4"))
 
     def percentile(self, q: float) -> float:
         """Send-to-receipt time at this quantile, in ms (0 without deliveries)."""
@@ -81,7 +82,8 @@ def _rss_kb(pid: int) -> float | None:
 def _code(exc: Exception) -> str:
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return f"{status} {exc.response.get('Error', {}).get('Code', '')}".strip()
+        error = exc.response.get("Error", {})
+        return f"{status} {error.get('Code', '')} {str(error.get('Message', ''))[:60]}".strip()
     return f"599 {type(exc).__name__}"
 
 
@@ -91,6 +93,18 @@ def _make_queues(endpoint: str, count: int, prefix: str) -> list[str]:
         return list(pool.map(
             lambda n: str(sqs.create_queue(QueueName=f"{prefix}-{n}")["QueueUrl"]),
             range(count)))
+
+
+def _settle(server: IdleServer, deadline: float) -> None:
+    """Wait until the polls have all reached the server and sleep: no index read or
+    queue lookup for a second and a half (or the deadline)."""
+    assert server.proxy is not None
+    time.sleep(1.0)
+    while time.monotonic() < deadline:
+        recent = server.proxy.by_operation(time.monotonic() - 1.5)
+        if not recent.get("Query") and not recent.get("GetItem"):
+            return
+        time.sleep(0.25)
 
 
 def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
@@ -110,15 +124,14 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
             messages = got.get("Messages", [])
             p.body = str(messages[0]["Body"]) if messages else None
         except (BotoCoreError, ClientError) as exc:
-            p.error = _code(exc)
+            p.error = "receive: " + _code(exc)
         p.ended_at = time.monotonic()
 
     threads = [threading.Thread(target=poll, args=(p,), daemon=True) for p in polls]
     opened = time.monotonic()
     for thread in threads:
         thread.start()
-    settle = max(2.0, len(polls) / 400)  # every poll reaches the server and waits
-    time.sleep(settle)
+    _settle(server, time.monotonic() + max(5.0, wait_s / 2))
     start = time.monotonic()
     time.sleep(window_s)
     end = time.monotonic()
@@ -134,7 +147,7 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
             sender.send_message(QueueUrl=p.url, MessageBody=f"for-{index}")
             p.sent_at = time.monotonic()
         except (BotoCoreError, ClientError) as exc:
-            send_errors[_code(exc)] += 1
+            send_errors["send: " + _code(exc)] += 1
 
     first = time.monotonic()
     last_possible = opened + wait_s - 1.0  # a send after this may miss the wait by design
