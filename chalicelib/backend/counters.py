@@ -20,11 +20,12 @@ The same write keeps the shard's in-flight and delayed messages, as minute bucke
 (`chalicelib.backend.hidden_counts`): a claim or a visibility change moves its message
 between buckets, so a batch with claims costs its one write too.
 
-The same write stamps the item with `at` (when it last counted a record) and `listed`: a
-shard whose item had no `ix` yet is added to the region's *active shards*, a small set in
-the control table (`chalicelib.dynamo_sets`, `active#<messages table>`), with one more
-write. Background passes (the retention sweep, the autoscaler) visit the shards of that
-set, not every queue; the sweep takes a shard out of it (and `listed` off its item) once it
+The same write stamps the item with `at` (when it last counted a record); a shard whose
+item is not marked `listed` yet is added to the region's *active shards*, a small set in
+the control table (`chalicelib.dynamo_sets`, `active#<messages table>`), then marked, with
+two more writes (a batch counted again after a failure between them lists it then).
+Background passes (the retention sweep, the autoscaler) visit the shards of that set, not
+every queue; the sweep takes a shard out of it (and `listed` off its item) once it
 holds nothing and has counted nothing for `QUIET_MS` (`release_quiet`).
 
 Slots 1 to 3 of each shard are read too: earlier versions spread request-path counts
@@ -288,6 +289,8 @@ class ShardCounters:
                         ConditionExpression=_CONDITION, ReturnValues="ALL_OLD",
                         ReturnValuesOnConditionCheckFailure="ALL_OLD")
             except ConditionFailedError as exc:
+                if exc.item and "listed" not in exc.item:  # counted, not yet listed
+                    self._list(table, pk)
                 stored = str((exc.item or {}).get("seq", {}).get("S", ""))
                 changes = [c for c in changes if c.seq > stored]
                 if not changes:
@@ -296,7 +299,7 @@ class ShardCounters:
             old = result.get("Attributes")
             self._remember(table, pk, old, written, stale)
             if not old or "listed" not in old:
-                dynamo_sets.add(self._db, self.table, ACTIVE + table, [pk])
+                self._list(table, pk)
             if not old:
                 self._mark_new(table, pk)
                 return attempt + 2
@@ -326,14 +329,22 @@ class ShardCounters:
             token = f":{'p' if n > 0 else 'm'}{abs(n)}"
             values[token] = {"N": str(n)}
             terms.append(f"{name} {token}")
-        expression = (f"SET seq = :last, hsince = if_not_exists(hsince, :now), #at = :now, "
-                      f"listed = :yes ADD {', '.join(terms)}")
-        values[":yes"] = {"BOOL": True}
+        expression = (f"SET seq = :last, hsince = if_not_exists(hsince, :now), #at = :now "
+                      f"ADD {', '.join(terms)}")
         if stale:
             expression += f" REMOVE {', '.join(stale)}"
         return ({"UpdateExpression": expression, "ExpressionAttributeValues": values,
                  "ExpressionAttributeNames": {"#at": "at"}},
                 list(adds), stale)
+
+    def _list(self, table: str, pk: str) -> None:
+        """Put the shard in the active set, then mark its item `listed` (a failure
+        between the two leaves it unmarked: the next count lists it again)."""
+        dynamo_sets.add(self._db, self.table, ACTIVE + table, [pk])
+        with translate_errors():
+            self._db.update_item(TableName=self.table, Key=self.key(table, pk),
+                                 UpdateExpression="SET listed = :yes",
+                                 ExpressionAttributeValues={":yes": {"BOOL": True}})
 
     def _remember(self, table: str, pk: str, old: Mapping[str, Any] | None,
                   written: list[str], removed: list[str]) -> None:

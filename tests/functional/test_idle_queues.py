@@ -183,3 +183,27 @@ def test_the_queue_list_is_paged(sqs: Any, dmq: Client, clock: FakeClock) -> Non
     assert third.count('<tr data-queue="') == 50 and "idle-0249" in third
     assert "idle-0000<" not in third and 'rel="prev"' in third and 'rel="next"' not in third
     assert 'data-live="/console/live?page=3"' in third
+
+
+def test_an_empty_quiet_shard_leaves_the_active_set_and_a_send_brings_it_back(
+        sqs: Any, dmq: Client, clock: FakeClock) -> None:
+    # GIVEN a queue that took a message and gave it away
+    url = sqs.create_queue(QueueName="comes-and-goes")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="once")
+    got = sqs.receive_message(QueueUrl=url)["Messages"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+    runtime.services_for().messages.catch_up_counts()
+    store = runtime.backend().stores.of("default")
+    shard = (f"{ACCOUNT}/comes-and-goes", 0)
+    assert shard in store.active_shards()  # type: ignore[attr-defined]
+    # WHEN the sweep runs while its traffic is recent THEN it stays
+    _run(dmq, "sweep_retention")
+    assert shard in store.active_shards()  # type: ignore[attr-defined]
+    # WHEN it has been quiet for five minutes THEN the sweep takes it out
+    clock.advance(301)
+    _run(dmq, "sweep_retention")
+    assert shard not in store.active_shards()  # type: ignore[attr-defined]
+    # WHEN a message comes again THEN it is back
+    sqs.send_message(QueueUrl=url, MessageBody="again")
+    runtime.services_for().messages.catch_up_counts()
+    assert shard in store.active_shards()  # type: ignore[attr-defined]
