@@ -33,9 +33,24 @@ def part_key(name: str, member: str) -> str:
 def members(client: DynamoDBClient, table: str, name: str, consistent: bool = False,
             ) -> set[str]:
     """Every member of the set (one BatchGetItem of its PARTS items)."""
+    return members_and_mark(client, table, name, consistent)[0]
+
+
+def members_and_mark(client: DynamoDBClient, table: str, name: str,
+                     consistent: bool = False) -> tuple[set[str], bool]:
+    """Every member of the set, and whether it was marked whole (`mark`), read together
+    (one BatchGetItem of its PARTS items and its mark item, `<name>#mark`)."""
     keys = [{"key": {"S": f"{name}#{part}"}} for part in range(PARTS)]
+    keys.append({"key": {"S": f"{name}#mark"}})
     found = get_all(client, table, keys, consistent=consistent)
-    return {str(m) for item in found for m in item.get(MEMBERS, {}).get("SS", [])}
+    marked = any(str(item["key"]["S"]) == f"{name}#mark" for item in found)
+    return {str(m) for item in found for m in item.get(MEMBERS, {}).get("SS", [])}, marked
+
+
+def mark(client: DynamoDBClient, table: str, name: str) -> None:
+    """Mark the set whole (once it was filled from what existed before it was kept)."""
+    with translate_errors():
+        client.put_item(TableName=table, Item={"key": {"S": f"{name}#mark"}})
 
 
 def _change(client: DynamoDBClient, table: str, name: str, values: Iterable[str],

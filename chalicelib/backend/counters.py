@@ -26,7 +26,9 @@ the control table (`chalicelib.dynamo_sets`, `active#<messages table>`), then ma
 two more writes (a batch counted again after a failure between them lists it then).
 Background passes (the retention sweep, the autoscaler) visit the shards of that set, not
 every queue; the sweep takes a shard out of it (and `listed` off its item) once it
-holds nothing and has counted nothing for `QUIET_MS` (`release_quiet`).
+holds nothing and has counted nothing for `QUIET_MS` (`release_quiet`). A table whose set
+was never kept (counted by earlier versions) has it filled once, from a Scan of the count
+items (`_seed`).
 
 Slots 1 to 3 of each shard are read too: earlier versions spread request-path counts
 over four slots, and messages counted there are counted out here when they go.
@@ -215,11 +217,44 @@ class ShardCounters:
         """The (queue id, shard) of the table's active shards: those that hold messages
         or counted a record in the last QUIET_MS (one BatchGetItem)."""
         found = []
-        for pk in dynamo_sets.members(self._db, self.table, ACTIVE + messages_table):
+        members, whole = dynamo_sets.members_and_mark(self._db, self.table,
+                                                      ACTIVE + messages_table)
+        if not whole:
+            members |= self._seed(messages_table)
+        for pk in members:
             queue_id, _, shard = pk.rpartition("#")
             if queue_id and shard.isdigit():
                 found.append((queue_id, int(shard)))
         return sorted(found)
+
+    def _seed(self, messages_table: str) -> set[str]:
+        """Fill the active set of a table that had none (a deployment counted by earlier
+        versions): one Scan of the control table for the shards whose count items (any
+        slot) hold a count, then the set's mark; what it added."""
+        prefix = f"count#{messages_table}#"
+        found: set[str] = set()
+        start: dict[str, Any] | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table, "ProjectionExpression": "#k",
+                "FilterExpression": "begins_with(#k, :prefix) AND n <> :zero",
+                "ExpressionAttributeNames": {"#k": "key"},
+                "ExpressionAttributeValues": {":prefix": {"S": prefix}, ":zero": {"N": "0"}}}
+            if start:
+                request["ExclusiveStartKey"] = start
+            with translate_errors():
+                page = self._db.scan(**request)
+            for item in page.get("Items", []):
+                pk = str(item["key"]["S"])[len(prefix):].rpartition("#")[0]
+                if pk:
+                    found.add(pk)
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+        if found:
+            dynamo_sets.add(self._db, self.table, ACTIVE + messages_table, found)
+        dynamo_sets.mark(self._db, self.table, ACTIVE + messages_table)
+        return found
 
     def release_quiet(self, messages_table: str, shards: Sequence[tuple[str, int]],
                       now_ms: int) -> int:
