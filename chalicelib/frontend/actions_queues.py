@@ -73,10 +73,10 @@ def list_queues(svc: Services, ctx: RequestContext, p: Params) -> Response:
     max_results, after = p.optional_int("MaxResults"), _decode_token(p.optional_str("NextToken"))
     if len(prefix) > MAX_QUEUE_NAME:  # no name starts with it: nothing to ask the store
         return {}
-    records, last = svc.queues.list(ctx.account, prefix, max_results, after)
+    names, last = svc.queues.list(ctx.account, prefix, max_results, after)
     response: Response = {}
-    if records:
-        response["QueueUrls"] = [ctx.queue_url(r.account, r.name) for r in records]
+    if names:
+        response["QueueUrls"] = [ctx.queue_url(ctx.account, name) for name in names]
     if last:
         response["NextToken"] = base64.urlsafe_b64encode(last.encode()).decode()
     return response

@@ -180,15 +180,16 @@ class QueueService(QueueChanges):
     # Kept after every method annotated with `list[...]`: from here on the name is this method.
     def list(
         self, account: str, prefix: str, max_results: int | None, after: str | None
-    ) -> tuple[list[QueueRecord], str | None]:
-        """ListQueues: up to 1,000, or pages of `max_results` with a next token."""
+    ) -> tuple[list[str], str | None]:
+        """ListQueues: the names of up to 1,000, or pages of `max_results` with the name to
+        go on after."""
         if max_results is not None and not 1 <= max_results <= 1000:
             raise InvalidParameterValueError(
                 f"Value {max_results} for parameter MaxResults is invalid. Reason: MaxResults "
                 "must be an integer between 1 and 1000."
             )
-        records, last = self._repo.list_active(account, prefix, max_results or 1000, after)
-        return records, last if max_results is not None else None
+        names, last = self._repo.list_names(account, prefix, max_results or 1000, after)
+        return names, last if max_results is not None else None
 
     # -- attributes ----------------------------------------------------------------------
     def get_attributes(self, queue: QueueRecord, names: Sequence[str]) -> dict[str, str]:

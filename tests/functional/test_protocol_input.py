@@ -213,7 +213,7 @@ def store_keys(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The queue ids, prefixes and page starts the metadata store is asked for (moto
     accepts any size; DynamoDB refuses a key over 2,048 bytes, a 503 to the client)."""
     keys: list[str] = []
-    get, list_active = QueueRepository.get, QueueRepository.list_active
+    get, list_names = QueueRepository.get, QueueRepository.list_names
 
     def spy_get(self: QueueRepository, queue_id: str, *args: Any, **kwargs: Any) -> Any:
         keys.append(queue_id)
@@ -222,10 +222,10 @@ def store_keys(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def spy_list(self: QueueRepository, account: str, prefix: str, limit: int,
                  after: str | None) -> Any:
         keys.extend([account, prefix, after or ""])
-        return list_active(self, account, prefix, limit, after)
+        return list_names(self, account, prefix, limit, after)
 
     monkeypatch.setattr(QueueRepository, "get", spy_get)
-    monkeypatch.setattr(QueueRepository, "list_active", spy_list)
+    monkeypatch.setattr(QueueRepository, "list_names", spy_list)
     return keys
 
 
