@@ -181,6 +181,13 @@ def test_the_queue_list_is_paged(sqs: Any, dmq: Client, clock: FakeClock) -> Non
     assert third.count('<tr data-queue="') == 50 and "idle-0249" in third
     assert "idle-0000<" not in third and 'rel="prev"' in third and 'rel="next"' not in third
     assert 'data-live="/console/live?page=3"' in third
+    # WHEN a queue is made and another deleted THEN the next list shows it (the catalogue
+    # of queues is read again once a record changed)
+    sqs.create_queue(QueueName="zz-new")
+    sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName="idle-0000")["QueueUrl"])
+    again = dmq.http.get("/console?page=3", headers=ADMIN).body.decode()
+    assert "250 queues" in again and "zz-new" in again
+    assert "idle-0000<" not in dmq.http.get("/console", headers=ADMIN).body.decode()
 
 
 def test_an_empty_quiet_shard_leaves_the_active_set_and_a_send_brings_it_back(
