@@ -7,7 +7,9 @@ requests of a quiet window are counted (target: no request per waiting consumer,
 2 a second in all with the pump's own reads). Then one message is sent to each waiting
 consumer, paced, and each consumer's poll must return it within that same wait: a poll
 that ends empty although its message was sent during it is a missed wake-up.
-Send-to-receipt time runs from the send's answer to the poll's answer.
+Send-to-receipt time runs from the send's answer to the poll's answer. `run` measures
+twice: behind the proxy for the store requests, then on the store itself for the times
+and the memory (the proxy, one Python process, slows every store request).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import argparse
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -95,12 +97,12 @@ def _make_queues(endpoint: str, count: int, prefix: str) -> list[str]:
             range(count)))
 
 
-def _settle(server: IdleServer, deadline: float) -> None:
+def _settle(server: IdleServer, deadline: float, counted: bool) -> None:
     """Wait until the polls have all reached the server and sleep: no index read or
-    queue lookup for a second and a half (or the deadline)."""
+    queue lookup for a second and a half (or the deadline; without the proxy, a pause)."""
     assert server.proxy is not None
     time.sleep(1.0)
-    while time.monotonic() < deadline:
+    while counted and time.monotonic() < deadline:
         recent = server.proxy.by_operation(time.monotonic() - 1.5)
         if not recent.get("Query") and not recent.get("GetItem"):
             return
@@ -108,8 +110,10 @@ def _settle(server: IdleServer, deadline: float) -> None:
 
 
 def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
-            window_s: float = 4.0, send_rate: float = 200.0, prefix: str = "dmq-wait") -> Waits:
-    """Open the polls, count a quiet window, send to each consumer, collect the answers."""
+            window_s: float = 4.0, send_rate: float = 200.0, prefix: str = "dmq-wait",
+            counted: bool = True) -> Waits:
+    """Open the polls, count a quiet window (`counted`: DMQ runs behind the proxy), send
+    to each consumer, collect the answers."""
     assert server.dmq is not None and server.proxy is not None
     endpoint, pid = server.dmq.url, server.dmq.process.pid
     urls = _make_queues(endpoint, queues, prefix)
@@ -131,11 +135,11 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     opened = time.monotonic()
     for thread in threads:
         thread.start()
-    _settle(server, time.monotonic() + max(5.0, wait_s / 2))
+    _settle(server, time.monotonic() + max(5.0, wait_s / 2), counted)
     start = time.monotonic()
-    time.sleep(window_s)
+    time.sleep(window_s if counted else 1.0)
     end = time.monotonic()
-    idle = server.proxy.by_operation(start, end)
+    idle = server.proxy.by_operation(start, end) if counted else {}
     rss_waiting = _rss_kb(pid)
     sender = sqs_client(endpoint, 16, attempts=1)
     send_errors: Counter[str] = Counter()
@@ -174,30 +178,59 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
                  round(sum(idle.values()) / (end - start), 2), idle, tuple(latencies), growth)
 
 
-def report(waits: Waits) -> str:
-    """The figures as a Markdown table, each against its target."""
-    def row(what: str, figure: str, ok: bool, target: str) -> str:
-        return f"| {what} | {figure} | {target} | {'PASS' if ok else 'FAIL'} |"
+def report(waits: Waits, one: Waits | None = None) -> str:
+    """The figures as a Markdown table, each against its target, beside the same run with
+    one consumer on one queue when given."""
+    def row(what: str, figure: Callable[[Waits], str], ok: bool, target: str) -> str:
+        beside = f" {figure(one)} |" if one is not None else ""
+        return f"| {what} | {figure(waits)} |{beside} {target} | {'PASS' if ok else 'FAIL'} |"
 
-    growth = waits.rss_growth_kb_per_consumer
+    def errors(w: Waits) -> str:
+        named = ", ".join(f"{k}: {v}" for k, v in sorted(w.errors.items()))
+        return f"{w.server_errors}" + (f" ({named})" if named else "")
+
+    def growth(w: Waits) -> str:
+        kb = w.rss_growth_kb_per_consumer
+        return "not measured" if kb is None else f"{kb:.1f} KB"
+
+    kb = waits.rss_growth_kb_per_consumer
+    head = f"| {waits.consumers:,} waiting consumers | figure |"
     return "\n".join([
-        f"| {waits.consumers} waiting consumers | figure | target | |",
-        "|---|---|---|---|",
-        row("delivered in the same wait", f"{waits.delivered} of {waits.consumers}, "
-            f"{waits.missed} missed", waits.missed == 0, "0 missed"),
-        row("answers of 500 or more", f"{waits.server_errors} "
-            f"({', '.join(f'{k}: {v}' for k, v in sorted(waits.errors.items())) or 'none'})",
-            waits.server_errors == 0, "0"),
-        row("send-to-receipt p50 / p99", f"{waits.percentile(0.5):.1f} / "
-            f"{waits.percentile(0.99):.1f} ms", waits.percentile(0.99) <= P99_TARGET_MS,
-            f"p99 <= {P99_TARGET_MS:g} ms"),
-        row("store requests a second while all wait", f"{waits.idle_per_s:.2f} "
-            f"({', '.join(f'{k} {v}' for k, v in waits.idle_by_operation.items()) or 'none'})",
+        head + (f" {one.consumers} consumer |" if one is not None else "") + " target | |",
+        "|---|---|" + ("---|" if one is not None else "") + "---|---|",
+        row("delivered in the same wait",
+            lambda w: f"{w.delivered} of {w.consumers}, {w.missed} missed",
+            waits.missed == 0, "0 missed"),
+        row("answers of 500 or more", errors, waits.server_errors == 0, "0"),
+        row("send-to-receipt p50 / p99",
+            lambda w: f"{w.percentile(0.5):.1f} / {w.percentile(0.99):.1f} ms",
+            waits.percentile(0.99) <= P99_TARGET_MS, f"p99 <= {P99_TARGET_MS:g} ms"),
+        row("store requests a second while all wait",
+            lambda w: f"{w.idle_per_s:.2f} ("
+            + (", ".join(f"{k} {v}" for k, v in w.idle_by_operation.items()) or "none") + ")",
             waits.idle_per_s <= IDLE_TARGET_PER_S, f"<= {IDLE_TARGET_PER_S:g}"),
-        row("server memory per waiting consumer", "not measured" if growth is None
-            else f"{growth:.1f} KB", growth is not None and growth <= MEMORY_TARGET_KB,
-            f"<= {MEMORY_TARGET_KB:g} KB"),
+        row("server memory per waiting consumer", growth,
+            kb is not None and kb <= MEMORY_TARGET_KB, f"<= {MEMORY_TARGET_KB:g} KB"),
     ])
+
+
+def run(queues: int, shared: int, rate: float) -> Waits:
+    """On servers of its own, twice: behind the counting proxy, for the store requests
+    made while everyone waits, then on the store itself (the proxy, one Python process,
+    slows every store request), for the time to receipt and the memory. A miss or an
+    error in either run counts."""
+    server = IdleServer()
+    try:
+        server.start()
+        counted = measure(server, queues, shared, send_rate=rate)
+        server.start_dmq(counted=False)
+        direct = measure(server, queues, shared, send_rate=rate, prefix="dmq-wait-direct",
+                         counted=False)  # new queues: the first run's messages are in flight
+    finally:
+        server.stop()
+    errors = Counter(counted.errors) + Counter(direct.errors)
+    return replace(direct, missed=counted.missed + direct.missed, errors=dict(errors),
+                   idle_per_s=counted.idle_per_s, idle_by_operation=counted.idle_by_operation)
 
 
 def main(argv: Sequence[str] | None = None) -> Waits:
@@ -209,12 +242,7 @@ def main(argv: Sequence[str] | None = None) -> Waits:
     parser.add_argument("--rate", type=float, default=200.0, help="sends a second")
     args = parser.parse_args(argv)
     print(f"waiting consumers: {args.queues} queues, {args.shared} more on one ...", flush=True)
-    server = IdleServer()
-    try:
-        server.start()
-        waits = measure(server, args.queues, args.shared, send_rate=args.rate)
-    finally:
-        server.stop()
+    waits = run(args.queues, args.shared, args.rate)
     print("\n" + report(waits) + "\n", flush=True)
     return waits
 
