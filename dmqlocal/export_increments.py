@@ -149,6 +149,7 @@ class IncrementalExporter:
         self._lock = threading.Lock()  # the pending batches
         self._flushing = threading.Lock()  # one flush at a time
         self._pending = self._spool.load()
+        self.received = 0  # records handed over since the process started
         oldest = self._pending[0].path.name if self._pending else ""
         self._since = _id_time(oldest) or datetime.now(UTC)
 
@@ -172,6 +173,7 @@ class IncrementalExporter:
         kept = [{**redact_record(r), "dmqEpoch": epoch} for r in records]
         with self._lock:
             self._pending.append(_Spooled(self._spool.write(kept), kept))
+            self.received += len(kept)
 
     def flush(self) -> list[Path]:
         """Write what is pending as incremental exports; return their folders."""

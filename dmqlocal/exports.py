@@ -8,7 +8,8 @@ On AWS, `ExportTableToPointInTime` writes these. The local server writes its own
   content replaced by its SHA-256 and size, as in the stream archive. A scan's cost
   grows with the messages held, so they run in the background, paced by their own
   duration, and never at stop; at start only when the newest one shows another
-  lifetime of the store (or there is none);
+  lifetime of the store (or there is none); a periodic one is skipped while nothing
+  changed since the last (no stream record handed over, no queue record written);
 - *incremental* exports, written from the streams (`export_increments`) every few
   seconds and at stop. The audits apply them, in order, after the newest full export.
 
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.backend.archive import json_lines_gz, redact_image
 from chalicelib.metadata.epoch import ensure_epoch
+from chalicelib.metadata.repository import CATALOGUE_KEY
 from dmqlocal import export_folders as folders
 from dmqlocal.export_increments import IncrementalExporter
 from dmqlocal.folders import DirectorySink
@@ -131,6 +133,17 @@ class TableExporter:
                 folders.prune(self._folder(target), KEEP_EXPORTS)
             return [entry.folder for entry in written]
 
+    def catalogue_versions(self) -> tuple[int, ...]:
+        """The queue catalogue's version in each target's control table (it moves with
+        every queue record written: `chalicelib.metadata.repository`)."""
+        versions = []
+        for target in self._targets:
+            item = (target.control or target.dynamodb).get_item(
+                TableName=target.control_table, Key={"key": {"S": CATALOGUE_KEY}},
+                ConsistentRead=True).get("Item", {})
+            versions.append(int(item.get("n", {}).get("N", "0")))
+        return tuple(versions)
+
     def needs_base(self) -> bool:
         """Whether a table has no full export of the store as it is now (none at all, or
         the newest shows another epoch or stream): incremental exports apply only to one."""
@@ -222,12 +235,14 @@ class PeriodicExporter:
         self._increments = increments
         self._caught_up = caught_up
         self._skipped = threading.Event()
-        self._loops = [PeriodicLoop("dmq-exports", self._export_full, self.next_pause_s,
+        self._loops = [PeriodicLoop("dmq-exports", self._periodic_full, self.next_pause_s,
                                     self.STOP_JOIN_S, first_wait_s=self._first_pause_s)]
         if increments is not None:
             self._loops.append(PeriodicLoop("dmq-export-increments", self.flush,
                                             self._flush_pause_s, self.STOP_JOIN_S))
         self.last_duration_s = 0.0
+        # What the changes were known by when the last periodic full export began.
+        self._exported_at: tuple[int, tuple[int, ...]] | None = None
 
     def next_pause_s(self) -> float:
         """How long to wait before the next periodic full export."""
@@ -259,6 +274,30 @@ class PeriodicExporter:
         except Exception:
             logger.exception("incremental table export failed; its changes are kept")
             return []
+
+    def _changes(self) -> tuple[int, tuple[int, ...]] | None:
+        """What the tables' changes are known by: the stream records handed over and the
+        queue catalogue's versions (None when they cannot be told)."""
+        if self._increments is None:
+            return None
+        try:
+            return self._increments.received, self._exporter.catalogue_versions()
+        except Exception:  # then the export runs, as before
+            logger.warning("could not tell whether the tables changed", exc_info=True)
+            return None
+
+    def _periodic_full(self) -> list[Path]:
+        """The timer's full export, skipped while nothing changed since the last one (no
+        stream record handed over, no queue record written) and it is still the base of
+        the store as it is: an idle server with many queues scans nothing."""
+        changes = self._changes()
+        if changes is not None and changes == self._exported_at \
+                and not self._exporter.needs_base():
+            return []
+        written = self._export_full()
+        if written:
+            self._exported_at = changes
+        return written
 
     def _export_full(self) -> list[Path]:
         started = time.monotonic()

@@ -344,3 +344,21 @@ def test_pruning_keeps_the_incremental_exports_after_the_newest_full_one(
     # THEN the audits' chain is kept (the recent one overlaps the full export), the rest goes
     assert recent.exists()
     assert not old.exists() and not unfinished.exists()
+
+
+def test_a_periodic_full_export_waits_for_a_change(dynamodb: Any, tmp_path: Path) -> None:
+    # GIVEN an exporter that wrote its first full export
+    periodic, increments = _periodic(dynamodb, tmp_path, lambda since, timeout: True)
+    assert periodic._periodic_full()
+    # WHEN its timer comes again with nothing changed THEN it scans nothing
+    assert periodic._periodic_full() == []
+    assert len(_complete(tmp_path, "FULL_EXPORT")) == 1
+    # WHEN a stream record is handed over THEN the next one exports
+    increments.incremental_export({"Records": [_Records().make("INSERT", "m9", new={})]}, None)
+    assert periodic._periodic_full()
+    assert periodic._periodic_full() == []
+    # WHEN a queue record is written (the catalogue's version moves) THEN too
+    dynamodb.update_item(TableName=CONTROL, Key={"key": {"S": "catalogue"}},
+                         UpdateExpression="ADD n :one",
+                         ExpressionAttributeValues={":one": {"N": "1"}})
+    assert periodic._periodic_full()
