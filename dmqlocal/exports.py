@@ -39,15 +39,21 @@ from dmqlocal import export_folders as folders
 from dmqlocal.export_increments import IncrementalExporter
 from dmqlocal.folders import DirectorySink
 from dmqlocal.loops import PeriodicLoop
+from dmqlocal.shards import latest_stream_arn
 from dmqlocal.stream_records import source_arn
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
 
 logger = logging.getLogger("dmq.exports")
 
 KEEP_EXPORTS = 3
 ITEMS_PER_PART = 10_000
+# Items per Scan page. DynamoDB Local reads a page's every candidate row before it cuts
+# the page at 1 MB: a Scan without a Limit over 200,000 messages ran it out of heap (its
+# HTTP threads died, and the server stopped answering).
+SCAN_PAGE = 1_000
 CATCH_UP_S = 30.0  # how long a full export waits for the archive after its scan
 # (since, timeout_s) -> whether every stream change made before `since` (time.monotonic())
 # has reached every stream handler.
@@ -65,6 +71,9 @@ class ExportTarget:
     # The control table's client when the table is in a cluster's own store
     # (DMQ_CLUSTER_ENDPOINTS); None: the table's own client reaches it.
     control: DynamoDBClient | None = None
+    # The table's store's Streams client, which names its stream (ListStreams); None:
+    # DescribeTable does, whose cost on DynamoDB Local grows with the items held.
+    streams: DynamoDBStreamsClient | None = None
 
 
 class ExportCancelledError(Exception):
@@ -87,7 +96,7 @@ def wait_caught_up(caught_up: CaughtUp, since: float, budget_s: float,
 
 def _scan(dynamodb: DynamoDBClient, table: str,
           cancelled: threading.Event) -> Iterator[dict[str, Any]]:
-    kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
+    kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True, "Limit": SCAN_PAGE}
     while True:
         if cancelled.is_set():
             raise ExportCancelledError(table)
@@ -163,9 +172,16 @@ class TableExporter:
 
     @staticmethod
     def _stream(target: ExportTarget) -> tuple[dict[str, Any], str]:
-        """The table's description, and its stream as the pump names it in the archive
-        (DynamoDB Local's ARNs say `ddblocal`)."""
-        described = dict(target.dynamodb.describe_table(TableName=target.table)["Table"])
+        """The table's ARN and id (as far as known), and its stream as the pump names it
+        in the archive (DynamoDB Local's ARNs say `ddblocal`). With a Streams client, no
+        DescribeTable: on DynamoDB Local its cost grows with the items held (a start
+        asks for this, `needs_base`)."""
+        if target.streams is not None:
+            arn = latest_stream_arn(target.streams, target.table)
+            described: dict[str, Any] = {"TableArn": arn.split("/stream/", 1)[0] if arn else "",
+                                         "LatestStreamArn": arn}
+        else:
+            described = dict(target.dynamodb.describe_table(TableName=target.table)["Table"])
         return described, source_arn(str(described.get("LatestStreamArn", "")), target.region)
 
     def _write_data(self, target: ExportTarget) -> _Written:

@@ -15,7 +15,14 @@ from chalicelib.regions.reachability import RegionHealth
 from dmqlocal.checkpoints import Checkpoints, ShardCheckpoint
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump_state import Consumer, Shard, Stream, handler_names, resume_point
-from dmqlocal.shards import READ_LIMIT, ShardReader, describe_shards, error_code, may_read
+from dmqlocal.shards import (
+    READ_LIMIT,
+    ShardReader,
+    describe_shards,
+    error_code,
+    latest_stream_arn,
+    may_read,
+)
 from dmqlocal.stream_records import Record, to_lambda_record
 
 if TYPE_CHECKING:
@@ -227,8 +234,7 @@ class StreamPump:
         stream = self._by_table.get(table)
         if stream is not None and now < stream.refresh_at:
             return stream
-        arn = str(self._dynamodb.describe_table(TableName=table)["Table"]
-                  .get("LatestStreamArn", ""))
+        arn = latest_stream_arn(self._streams, table)
         if stream is None or stream.arn != arn:
             stream = Stream(arn, self._checkpoints.load(arn) if arn else {})
             self._by_table[table] = stream

@@ -237,7 +237,8 @@ class LocalDmq:
                                              self._runtime.health, checkpoint_dir=checkpoints,
                                              observer=partial(self._observed, region)))
             targets += [ExportTarget(region, table, store.dynamodb, settings.control_table,
-                                     clients.dynamodb) for table in store.exported]
+                                     clients.dynamodb, store.streams)
+                        for table in store.exported]
         return targets
 
     def _moves_busy(self) -> bool:

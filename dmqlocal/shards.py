@@ -41,6 +41,27 @@ def describe_shards(streams: DynamoDBStreamsClient, stream_arn: str) -> list[Sha
         start = {"ExclusiveStartShardId": last}
 
 
+def latest_stream_arn(streams: DynamoDBStreamsClient, table: str) -> str:
+    """The table's current stream ARN ("" when it has none), from ListStreams.
+
+    Not DescribeTable: DynamoDB Local answers that with the table's and each index's
+    item count and size, summed over every item (SQLite `SELECT SUM(itemSize)`), so one
+    DescribeTable of a messages table holding a million messages kept the store busy for
+    seconds, every other request waiting behind it. ListStreams reads the stream list
+    alone. A table made again keeps its old streams listed for a while: the newest label
+    is the current one (labels are creation times)."""
+    found: list[tuple[str, str]] = []
+    start: dict[str, Any] = {}
+    while True:
+        page = streams.list_streams(TableName=table, **start)
+        found += [(str(s.get("StreamLabel", "")), str(s["StreamArn"]))
+                  for s in page.get("Streams", []) if s.get("TableName", table) == table]
+        last = page.get("LastEvaluatedStreamArn")
+        if not last:
+            return max(found)[1] if found else ""
+        start = {"ExclusiveStartStreamArn": last}
+
+
 def parents_first(shards: list[ShardInfo]) -> list[ShardInfo]:
     """The shards ordered so that each comes after its parent (when the parent is listed)."""
     listed = {s.shard_id for s in shards}

@@ -61,17 +61,22 @@ def create_all(
     region: str = "us-east-1",
 ) -> dict[str, str]:
     """Create every table and bucket that does not exist yet, and the store's epoch with
-    the tables (kept if it exists: see `chalicelib.metadata.epoch`); return stream ARNs
-    by table.
+    the tables (kept if it exists: see `chalicelib.metadata.epoch`); return the stream
+    ARNs of the tables it created, by table (a table that exists is not described: on
+    DynamoDB Local, DescribeTable's cost grows with the items held).
 
     With no S3 client (large bodies kept in a local folder) no bucket is made.
     """
     streams: dict[str, str] = {}
     found = resources(parameters)
+    existing = _listed(dynamodb)
     for resource in found.values():
         props = resource["Properties"]
         if resource["Type"] == "AWS::DynamoDB::Table":
-            streams[props["TableName"]] = _create_table(dynamodb, props)
+            if props["TableName"] in existing:
+                continue
+            if (stream := _create_table(dynamodb, props)) is not None:
+                streams[props["TableName"]] = stream
         elif resource["Type"] == "AWS::S3::Bucket" and s3 is not None:
             _create_bucket(s3, props["BucketName"], region)
     ensure_epoch(dynamodb, found["ControlTable"]["Properties"]["TableName"])
@@ -84,12 +89,24 @@ def store_epoch(dynamodb: DynamoDBClient, parameters: dict[str, str] | None = No
 
 
 def create_cluster_tables(dynamodb: DynamoDBClient, tables: list[str]) -> dict[str, str]:
-    """Create more messages tables (clusters) shaped like the template's; return stream ARNs."""
+    """Create more messages tables (clusters) shaped like the template's; return the
+    stream ARNs of those it created."""
     props = resources()["MessagesTable"]["Properties"]
-    return {table: _create_table(dynamodb, {**props, "TableName": table}) for table in tables}
+    existing = _listed(dynamodb) if tables else set()
+    made = {table: _create_table(dynamodb, {**props, "TableName": table})
+            for table in tables if table not in existing}
+    return {table: stream for table, stream in made.items() if stream is not None}
 
 
-def _create_table(dynamodb: DynamoDBClient, props: dict[str, Any]) -> str:
+def _listed(dynamodb: DynamoDBClient) -> set[str]:
+    """The tables that exist (ListTables: one cheap call where a CreateTable per table
+    refused as in use cost DynamoDB Local up to a second each at a start)."""
+    return {name for page in dynamodb.get_paginator("list_tables").paginate()
+            for name in page.get("TableNames", [])}
+
+
+def _create_table(dynamodb: DynamoDBClient, props: dict[str, Any]) -> str | None:
+    """Create the table unless it exists; its stream ARN, or None when it existed."""
     request, ttl = table_request(props)
     try:
         dynamodb.create_table(**request)
@@ -105,6 +122,7 @@ def _create_table(dynamodb: DynamoDBClient, props: dict[str, Any]) -> str:
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "ResourceInUseException":
             raise
+        return None
     table = dynamodb.describe_table(TableName=request["TableName"])["Table"]
     return str(table.get("LatestStreamArn", ""))
 

@@ -27,6 +27,10 @@ class FakeStreams:
         self.reads: list[str] = []
         self.pages: list[str | None] = []
 
+    def list_streams(self, TableName: str) -> dict[str, Any]:
+        return {"Streams": [{"StreamArn": ARN, "TableName": TableName,
+                             "StreamLabel": ARN.rsplit("/", 1)[1]}]}
+
     def describe_stream(self, StreamArn: str, ExclusiveStartShardId: str | None = None
                         ) -> dict[str, Any]:
         self.pages.append(ExclusiveStartShardId)
