@@ -1,0 +1,261 @@
+"""A million messages in one queue: what a deep standard queue costs the local server.
+
+One DMQ server (`python -m dmqlocal`, its default store: DynamoDB Local under a fresh
+data folder) on a free loopback port, with three standard queues: `deep`, filled with N
+messages of 256 bytes; `shallow`, with 1,000; and `empty`. The messages are written
+straight into DynamoDB Local's messages table with BatchWriteItem, as items made by
+DMQ's own item codec (`bench.stop_time.fill`, `chalicelib.backend.items.to_item`); the
+server's stream pump counts them in as it counts sends (the count item in the control
+table is the pump's, never written here), and the bench waits until GetQueueAttributes
+shows all N. Then:
+
+- one SIGTERM, timed until the process exits (target: at most 2 s);
+- a restart on the same data folder, timed from the spawn until the first answer (a
+  ListQueues; target: within 5 s), beside a start on an empty data folder on the same
+  machine (the floor: Python, the app and DynamoDB Local's JVM);
+- after the restart, ReceiveMessage (10 at most, no wait) and GetQueueAttributes p50 on
+  `deep` against the same calls on `empty`, interleaved (target: within 1.2x). A
+  receive from `empty` claims nothing; `shallow` shows the same receive where it does;
+- every message still there: visible plus in flight is N (plus what `shallow` holds).
+
+    python -m bench.deep_queue [--messages 1000000] [--calls 200] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.servers import Server, start_dmq, wait_idle
+from bench.sqs import sqs_client
+from bench.stop_time import fill, sigterm, store_client, store_endpoint
+from bench.timing import percentile
+
+MESSAGES = 1_000_000
+SHALLOW = 1_000
+CALLS = 200
+BODY_BYTES = 256
+RESTART_TARGET_S = 5.0
+STOP_TARGET_S = 2.0
+P50_RATIO = 1.2
+SETTLE_TIMEOUT_S = 1800.0
+COUNT_TIMEOUT_S = 600.0
+VISIBILITY_S = 3600
+
+
+@dataclass(frozen=True)
+class DeepResult:
+    """What one run measured."""
+
+    messages: int
+    fill_s: float
+    fill_rate: float
+    settle_s: float
+    stop_s: float | None  # None: it did not exit in time and was killed
+    restart_s: float
+    empty_start_s: float
+    receive_p50_ms: float
+    receive_empty_p50_ms: float
+    receive_shallow_p50_ms: float
+    attributes_p50_ms: float
+    attributes_empty_p50_ms: float
+    stored_after: int  # visible plus in flight in `deep` after the restart and the calls
+    returned: int  # messages the receives from `deep` returned
+
+    def rows(self) -> list[tuple[str, str, str, bool | None]]:
+        """(figure, value, target, passed) per figure."""
+        receive = self.receive_p50_ms / self.receive_empty_p50_ms
+        attributes = self.attributes_p50_ms / self.attributes_empty_p50_ms
+        return [
+            (f"SIGTERM to exit, {self.messages:,} stored",
+             "killed" if self.stop_s is None else f"{self.stop_s:.2f} s",
+             f"<= {STOP_TARGET_S:g} s", self.stop_s is not None and self.stop_s <= STOP_TARGET_S),
+            (f"restart to first answer, {self.messages:,} stored", f"{self.restart_s:.2f} s",
+             f"<= {RESTART_TARGET_S:g} s", self.restart_s <= RESTART_TARGET_S),
+            ("start to first answer, empty data folder", f"{self.empty_start_s:.2f} s", "-",
+             None),
+            ("ReceiveMessage p50, deep / empty",
+             f"{self.receive_p50_ms:.1f} / {self.receive_empty_p50_ms:.1f} ms = {receive:.2f}x",
+             f"<= {P50_RATIO:g}x", receive <= P50_RATIO),
+            ("ReceiveMessage p50, deep / shallow (1,000)",
+             f"{self.receive_p50_ms:.1f} / {self.receive_shallow_p50_ms:.1f} ms = "
+             f"{self.receive_p50_ms / self.receive_shallow_p50_ms:.2f}x", "-", None),
+            ("GetQueueAttributes p50, deep / empty",
+             f"{self.attributes_p50_ms:.1f} / {self.attributes_empty_p50_ms:.1f} ms = "
+             f"{attributes:.2f}x", f"<= {P50_RATIO:g}x", attributes <= P50_RATIO),
+            ("messages kept (visible + in flight after the restart)",
+             f"{self.stored_after:,}", f"= {self.messages:,}", self.stored_after == self.messages),
+        ]
+
+
+def table(result: DeepResult) -> str:
+    """The figures as a Markdown table, each target PASS or FAIL."""
+    lines = [f"fill: {result.fill_s:.0f} s ({result.fill_rate:,.0f} messages/s), settle "
+             f"{result.settle_s:.0f} s", "",
+             "| figure | measured | target | result |", "|---|---:|---|---|"]
+    for figure, value, target, passed in result.rows():
+        verdict = "-" if passed is None else "PASS" if passed else "FAIL"
+        lines.append(f"| {figure} | {value} | {target} | {verdict} |")
+    return "\n".join(lines)
+
+
+def _stored(sqs: Any, url: str) -> int:
+    found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    return int(found["ApproximateNumberOfMessages"]) + \
+        int(found["ApproximateNumberOfMessagesNotVisible"])
+
+
+def _wait_counted(sqs: Any, url: str, wanted: int, timeout_s: float) -> int:
+    """Wait until the queue's count shows `wanted` (the pump has counted the fill)."""
+    deadline = time.monotonic() + timeout_s
+    seen = _stored(sqs, url)
+    while seen != wanted and time.monotonic() < deadline:
+        time.sleep(1.0)
+        seen = _stored(sqs, url)
+    return seen
+
+
+def _p50_ms(samples: list[float]) -> float:
+    return round(percentile(samples, 50) * 1000, 2)
+
+
+def _interleaved(calls: int, named: dict[str, Callable[[], Any]]) -> dict[str, list[float]]:
+    """Each call `calls` times, in turns, so that the machine's load falls on all alike."""
+    taken: dict[str, list[float]] = {name: [] for name in named}
+    for _ in range(calls):
+        for name, call in named.items():
+            started = time.perf_counter()
+            call()
+            taken[name].append(time.perf_counter() - started)
+    return taken
+
+
+def _start(data_dir: Path, port: int | None = None) -> tuple[Server, float]:
+    server = start_dmq(data_dir, port, {"DMQ_COUNT_DYNAMODB": ""})
+    try:
+        return server, round(server.wait_answering(), 2)
+    except BaseException:
+        server.stop()
+        raise
+
+
+def _floor() -> float:
+    """Seconds from spawn to first answer on an empty data folder."""
+    data_dir = Path(tempfile.mkdtemp(prefix="dmq-bench-deep-empty-"))
+    try:
+        server, seconds = _start(data_dir)
+        sigterm(server)
+        return seconds
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _load(server: Server, data_dir: Path, messages: int) -> tuple[dict[str, str], float, float,
+                                                                   float]:
+    """The queues' URLs, the fill's seconds and rate, and the settle's seconds."""
+    sqs = sqs_client(server.url)
+    urls = {name: sqs.create_queue(QueueName=f"dmq-bench-{name}")["QueueUrl"]
+            for name in ("deep", "shallow", "empty")}
+    dynamodb = store_client(store_endpoint(server.process.pid), data_dir)
+
+    def progress(done: int) -> None:
+        if done % 100_000 < 25:
+            print(f"  {done:,} of {messages:,} messages written", flush=True)
+
+    filled = fill(dynamodb, "/".join(urls["deep"].rsplit("/", 2)[-2:]), messages,
+                  body_bytes=BODY_BYTES, progress=progress)
+    fill(dynamodb, "/".join(urls["shallow"].rsplit("/", 2)[-2:]), SHALLOW, body_bytes=BODY_BYTES)
+    settle_s = wait_idle(server.process.pid, timeout_s=SETTLE_TIMEOUT_S)
+    counted = _wait_counted(sqs, urls["deep"], messages, COUNT_TIMEOUT_S)
+    if counted != messages:
+        raise RuntimeError(f"the deep queue counts {counted:,} of {messages:,} messages")
+    return urls, round(filled.seconds, 1), round(filled.rate), settle_s
+
+
+def _measure(sqs: Any, urls: dict[str, str], calls: int) -> tuple[dict[str, list[float]], int]:
+    returned = 0
+
+    def receive(name: str) -> Callable[[], Any]:
+        def call() -> None:
+            nonlocal returned
+            got = sqs.receive_message(QueueUrl=urls[name], MaxNumberOfMessages=10,
+                                      VisibilityTimeout=VISIBILITY_S, WaitTimeSeconds=0)
+            if name == "deep":
+                returned += len(got.get("Messages", []))
+        return call
+
+    def attributes(name: str) -> Callable[[], Any]:
+        return lambda: sqs.get_queue_attributes(QueueUrl=urls[name], AttributeNames=["All"])
+
+    taken = _interleaved(calls, {
+        "receive deep": receive("deep"), "receive empty": receive("empty"),
+        "receive shallow": receive("shallow")})
+    # The receives' claims reach the counts through the stream: a count read waits for
+    # the pump to hand them over, so the attributes are read once all are counted.
+    _wait_counted(sqs, urls["deep"], _stored(sqs, urls["deep"]), COUNT_TIMEOUT_S)
+    taken |= _interleaved(calls, {"attributes deep": attributes("deep"),
+                                  "attributes empty": attributes("empty")})
+    return taken, returned
+
+
+def run(messages: int, calls: int) -> DeepResult:
+    """Fill, stop, restart and measure one server of `messages` messages in one queue."""
+    empty_start_s = _floor()
+    data_dir = Path(tempfile.mkdtemp(prefix="dmq-bench-deep-"))
+    try:
+        server, _ = _start(data_dir)
+        try:
+            urls, fill_s, rate, settle_s = _load(server, data_dir, messages)
+            print(f"  {messages:,} messages counted; stopping", flush=True)
+            stop_s, _ = sigterm(server)
+        finally:
+            server.stop()
+        again, restart_s = _start(data_dir, server.port)
+        try:
+            sqs = sqs_client(again.url)
+            taken, returned = _measure(sqs, urls, calls)
+            stored = _stored(sqs, urls["deep"])
+            sigterm(again)
+        finally:
+            again.stop()
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return DeepResult(
+        messages=messages, fill_s=fill_s, fill_rate=rate, settle_s=settle_s, stop_s=stop_s,
+        restart_s=restart_s, empty_start_s=empty_start_s,
+        receive_p50_ms=_p50_ms(taken["receive deep"]),
+        receive_empty_p50_ms=_p50_ms(taken["receive empty"]),
+        receive_shallow_p50_ms=_p50_ms(taken["receive shallow"]),
+        attributes_p50_ms=_p50_ms(taken["attributes deep"]),
+        attributes_empty_p50_ms=_p50_ms(taken["attributes empty"]),
+        stored_after=stored, returned=returned)
+
+
+def main(argv: Sequence[str] | None = None) -> DeepResult:
+    """Measure and print the table (and JSON, when asked)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.deep_queue", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=MESSAGES,
+                        help=f"messages stored in the deep queue (default {MESSAGES:,})")
+    parser.add_argument("--calls", type=int, default=CALLS,
+                        help=f"timed calls of each kind after the restart (default {CALLS})")
+    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    print(f"a queue of {args.messages:,} messages ...", flush=True)
+    result = run(args.messages, args.calls)
+    print("\n" + table(result) + "\n", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(asdict(result), indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
