@@ -391,8 +391,8 @@ class FifoService:
         return sum(self._store(s.cluster).purge(queue.queue_id, s.id) for s in queue.shards)
 
     def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
-        """The first messages of each shard's groups, unclaimed."""
+        """The first messages of each shard's groups, unclaimed (none sent before a purge)."""
         found: list[Message] = []
         for shard in queue.shards:
             found += self._store(shard.cluster).peek(queue.queue_id, shard.id, limit)
-        return found[:limit]
+        return [m for m in found if not m.purged_by(queue.purged_ms)][:limit]

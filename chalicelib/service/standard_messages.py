@@ -188,12 +188,13 @@ class StandardMessages:
         return purged
 
     def peek(self, queue: QueueRecord, limit: int) -> list[Message]:
-        """The oldest live messages of every shard, read without claiming."""
+        """The oldest live messages of every shard, read without claiming (those sent before
+        a purge are gone, as for a receive, while their removal runs)."""
         now = self._clock.now_ms()
         found: list[Message] = []
         for shard in queue.shards:
             found += self._stores.of(shard.cluster).peek(queue.queue_id, shard.id, limit)
-        live = [m for m in found if not m.is_expired(now)]
+        live = [m for m in found if not m.is_expired(now) and not m.purged_by(queue.purged_ms)]
         return sorted(live, key=lambda m: (m.sent_ms, m.message_id))[:limit]
 
     def counts(self, queue: QueueRecord) -> Counts:
