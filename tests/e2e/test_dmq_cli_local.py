@@ -12,6 +12,7 @@ import pty
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,15 @@ def _visible(bare: Run, dmq_url: str, name: str) -> int:
     return int(done.json()["queues"][0]["visible"])
 
 
+def _visible_soon(bare: Run, dmq_url: str, name: str, expected: int) -> int:
+    """The visible count once it is `expected` (a purge's messages are removed within
+    seconds after it answers, as SQS allows it 60 s), or as it stands after 30 s."""
+    deadline = time.monotonic() + 30.0
+    while (found := _visible(bare, dmq_url, name)) != expected and time.monotonic() < deadline:
+        time.sleep(0.3)
+    return found
+
+
 def test_purge_from_a_script_needs_yes(bare: Run, dmq_url: str, unique_name: Any) -> None:
     name = unique_name("purge")
     bare("queues", "create", name, "--endpoint", dmq_url)
@@ -161,7 +171,7 @@ def test_purge_from_a_script_needs_yes(bare: Run, dmq_url: str, unique_name: Any
     assert _visible(bare, dmq_url, name) == 1
     purged = bare("queues", "purge", name, "--endpoint", dmq_url, "--yes")
     assert purged.code == 0 and "purged" in purged.out, purged
-    assert _visible(bare, dmq_url, name) == 0
+    assert _visible_soon(bare, dmq_url, name, 0) == 0
     assert bare("queues", "delete", name, "-y", "--endpoint", dmq_url).code == 0
 
 
@@ -186,7 +196,7 @@ def test_on_a_terminal_purge_asks_first(bare: Run, dmq_url: str, unique_name: An
     assert "not confirmed" in declined.err and _visible(bare, dmq_url, name) == 1
     accepted = _on_a_terminal(bare, "y\n", "queues", "purge", name, "--endpoint", dmq_url)
     assert accepted.code == 0, accepted
-    assert _visible(bare, dmq_url, name) == 0
+    assert _visible_soon(bare, dmq_url, name, 0) == 0
 
 
 def test_failover_of_the_only_region_is_refused_and_changes_nothing(

@@ -131,8 +131,9 @@ def test_the_count_is_one_counter_item_never_a_scan(
     _fill(sqs, 1)  # the account's counter starts
     calls.clear()
     _fill(sqs, 2, "more")
-    # Each create: the fresh read of its name and one transaction (record and counter).
-    assert calls == ["GetItem", "TransactWriteItems"] * 2
+    # Each create: the fresh read of its name, one transaction (record and counter) and the
+    # move of the queue catalogue's version (one small item, never the queues table).
+    assert calls == ["GetItem", "TransactWriteItems", "UpdateItem"] * 2
     assert _counter(aws, settings) == 3
 
 

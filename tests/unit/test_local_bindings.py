@@ -8,6 +8,7 @@ from dmqlocal.handlers import (
     AUTOSCALE_SCHEDULE,
     HEARTBEAT_SCHEDULE,
     MOVE_TASKS_SCHEDULE,
+    PURGES_SCHEDULE,
     local_schedule_bindings,
     local_stream_bindings,
     schedule_bindings,
@@ -30,11 +31,12 @@ def test_several_regions_read_every_stream() -> None:
 def test_the_local_heartbeat_follows_the_failover_time() -> None:
     # GIVEN a failover time of 6 s WHEN the local scheduler's periods are chosen
     periods = {b.name: b.period_s for b in local_schedule_bindings(app, 6.0)}
-    # THEN the heartbeat and failover pass runs every 2 s, the move tasks every second; the
-    # other schedules keep theirs
+    # THEN the heartbeat and failover pass runs every 2 s, the move tasks and the removal of
+    # purged messages every second; the other schedules keep theirs
     assert periods[HEARTBEAT_SCHEDULE] == 2.0
     assert periods[MOVE_TASKS_SCHEDULE] == 1.0
-    own = (HEARTBEAT_SCHEDULE, MOVE_TASKS_SCHEDULE)
+    assert periods[PURGES_SCHEDULE] == 1.0
+    own = (HEARTBEAT_SCHEDULE, MOVE_TASKS_SCHEDULE, PURGES_SCHEDULE)
     assert {n: p for n, p in periods.items() if n not in own} == {
         b.name: b.period_s for b in schedule_bindings(app) if b.name not in own}
     # a scaled-down scheduler (the failover demo) keeps the same real period
