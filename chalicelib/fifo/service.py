@@ -395,4 +395,4 @@ class FifoService:
         found: list[Message] = []
         for shard in queue.shards:
             found += self._store(shard.cluster).peek(queue.queue_id, shard.id, limit)
-        return [m for m in found if not m.purged_by(queue.purged_ms)][:limit]
+        return [m for m in found if m.sent_ms > queue.purged_ms][:limit]

@@ -194,7 +194,7 @@ class StandardMessages:
         found: list[Message] = []
         for shard in queue.shards:
             found += self._stores.of(shard.cluster).peek(queue.queue_id, shard.id, limit)
-        live = [m for m in found if not m.is_expired(now) and not m.purged_by(queue.purged_ms)]
+        live = [m for m in found if not m.is_expired(now) and m.sent_ms > queue.purged_ms]
         return sorted(live, key=lambda m: (m.sent_ms, m.message_id))[:limit]
 
     def counts(self, queue: QueueRecord) -> Counts:

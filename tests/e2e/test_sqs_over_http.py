@@ -19,6 +19,8 @@ from botocore.exceptions import ClientError
 
 ACCOUNT = "000000000000"
 MIB = 1_048_576
+# The local server removes a purged queue's messages within seconds (SQS: within 60 s).
+PURGED_WITHIN_S = 30.0
 
 Names = Callable[[str], str]
 ClientFactory = Callable[..., Any]
