@@ -183,7 +183,7 @@ class FifoClaims(FifoSends):
         the message id, group and dedup id; it takes the target shard's next number."""
         pk = items.partition_key(queue_id, group.shard)
         number = self.reserve(target_queue_id, target_shard, 1, target_seed_ms)
-        sequence = fifo.sequence_number(number, target_shard)
+        sequence = fifo.sequence_number(number)
         copy = moved.with_changes(sequence_number=sequence)
         ops: list[dict[str, Any]] = [
             {"Update": {

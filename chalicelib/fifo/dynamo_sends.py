@@ -121,7 +121,7 @@ class FifoSends(FifoBase):
         numbered: list[tuple[int, int, Message]] = []
         for index in pending:
             shard, message = placed[index]
-            sequence = fifo.sequence_number(next_number[shard], shard)
+            sequence = fifo.sequence_number(next_number[shard])
             next_number[shard] += 1
             numbered.append((index, shard, message.with_changes(sequence_number=sequence)))
         ops: list[dict[str, Any]] = []

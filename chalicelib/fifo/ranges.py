@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from chalicelib.domain.queues import Shard
 from chalicelib.fifo.rules import group_hash
 
-# Shard ids stay below the sequence number's shard stride (`fifo.SHARD_STRIDE`).
+# Shard ids stay below 1000 (the sequence numbers of the earlier layout held them).
 MAX_SHARD_ID = 999
 # Shards one map may hold, draining ones included (resizes faster than the old shards
 # drain would otherwise grow the queue record without bound).

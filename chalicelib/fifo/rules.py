@@ -20,9 +20,10 @@ import re
 MAX_ID_LENGTH = 128
 DEDUP_WINDOW_MS = 5 * 60 * 1000
 ATTEMPT_WINDOW_MS = 5 * 60 * 1000
-# 20 decimal digits: 10**19 plus the counter times the shard stride plus the shard.
-SEQUENCE_BASE = 10**19
-SHARD_STRIDE = 1000
+# 20 decimal digits: the base plus the shard's counter. The base is above every number
+# of the earlier layout (10**19 + counter * 1000 + shard id, under 1.2 * 10**19), so the
+# groups stored then keep increasing.
+SEQUENCE_BASE = 18 * 10**18
 # Alphanumerics and ASCII punctuation (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~).
 _FIFO_ID = re.compile(r"[A-Za-z0-9!-/:-@\[-`{-~]{1,128}")
 
@@ -38,10 +39,11 @@ def valid_fifo_id(value: str) -> bool:
     return _FIFO_ID.fullmatch(value) is not None
 
 
-def sequence_number(counter: int, shard: int) -> str:
-    """A 20-digit SequenceNumber from a shard's counter value; increasing within a shard
-    (every message of a group lives in one shard) and unique within the queue."""
-    return f"{SEQUENCE_BASE + counter * SHARD_STRIDE + shard:020d}"
+def sequence_number(counter: int) -> str:
+    """A 20-digit SequenceNumber from a shard's counter value, as SQS gives: it increases
+    within a group (whose messages live in one shard, or in a resharded shard counting on
+    from its parent's numbers) and carries no other identifier."""
+    return f"{SEQUENCE_BASE + counter:020d}"
 
 
 def content_dedup_id(body: str) -> str:

@@ -94,7 +94,7 @@ class MemoryFifoStore:
                 key = (queue_id, shard, seed)
                 t.counters[key] = t.counters.get(key, seed * 1000) + 1
                 numbered = message.with_changes(
-                    sequence_number=fifo.sequence_number(t.counters[key], shard))
+                    sequence_number=fifo.sequence_number(t.counters[key]))
                 t.messages[(queue_id, shard, fifo.message_key(group, numbered.sequence_number
                                                                or ""))] = _Stored(numbered)
                 t.dedup[dkey] = (numbered.message_id, numbered.sequence_number or "",
@@ -215,7 +215,7 @@ class MemoryFifoStore:
             key = (target_queue_id, target_shard, target_seed_ms)
             t.counters[key] = t.counters.get(key, target_seed_ms * 1000) + 1
             copy = moved.with_changes(
-                sequence_number=fifo.sequence_number(t.counters[key], target_shard))
+                sequence_number=fifo.sequence_number(t.counters[key]))
             name = copy.group_id or ""
             t.messages[(target_queue_id, target_shard,
                         fifo.message_key(name, copy.sequence_number or ""))] = _Stored(copy)

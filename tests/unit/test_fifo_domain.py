@@ -20,15 +20,22 @@ def test_invalid_ids(value: str) -> None:
 
 
 def test_sequence_numbers_have_20_digits_and_increase() -> None:
-    numbers = [fifo.sequence_number(counter, shard) for counter in (1, 2, 10**12)
-               for shard in (0, 3, 63)]
+    # counters of a shard: from 1, and from a resharded shard's opening in microseconds
+    numbers = [fifo.sequence_number(counter) for counter in (1, 2, 10**12, 2 * 10**15)]
     assert all(len(n) == 20 and n.isdigit() for n in numbers)
     assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
 
 
+def test_sequence_numbers_follow_those_of_the_earlier_layout() -> None:
+    # a group stored under the earlier numbers (10**19 + counter * 1000 + shard, a
+    # resharded shard's counter in microseconds) keeps increasing, in text order too
+    earlier = f"{10**19 + (1_900_000_000_000_000 + 10**9) * 1000 + 999:020d}"
+    assert fifo.sequence_number(1) > earlier
+
+
 def test_group_prefixes_never_overlap() -> None:
     # "a" and "a#b" are different groups: no key of one starts with the other's prefix
-    key = fifo.message_key("a#b", fifo.sequence_number(1, 0))
+    key = fifo.message_key("a#b", fifo.sequence_number(1))
     assert not key.startswith(fifo.message_prefix("a"))
     assert key.startswith(fifo.message_prefix("a#b"))
     assert fifo.group_of_key(key) == "a#b"

@@ -1,0 +1,78 @@
+"""GIVEN the app on moto WHEN clients do what AWS's own recorded runs did (LocalStack's
+AWS-validated snapshots, the SQS developer guide) THEN DMQ answers as SQS did: FIFO
+sequence numbers, visibility changes after a timeout, purges and deduplication, the
+order of FIFO groups and of a standard queue, and dead-letter receive counts. Where the
+answer is protocol-visible, it is checked over JSON and over Query."""
+
+from __future__ import annotations
+
+import itertools
+import xml.etree.ElementTree as ET
+from typing import Any
+from urllib.parse import urlencode
+
+from chalice.test import Client
+
+NS = "{http://queue.amazonaws.com/doc/2012-11-05/}"
+FORM = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8", "Host": "dmq.test"}
+ACCOUNT = "000000000000"
+
+
+def query(dmq: Client, name: str, action: str, **params: str) -> tuple[int, Any]:
+    """A Query request at queue `name`'s URL: its status and parsed XML."""
+    body = urlencode({"Version": "2012-11-05", "Action": action, **params})
+    result = dmq.http.post(f"/{ACCOUNT}/{name}", headers=FORM, body=body)
+    return result.status_code, ET.fromstring(result.body)
+
+
+def _fifo(sqs: Any, name: str = "orders.fifo", **attributes: str) -> str:
+    url: str = sqs.create_queue(QueueName=name,
+                                Attributes={"FifoQueue": "true", **attributes})["QueueUrl"]
+    return url
+
+
+def _send(sqs: Any, url: str, body: str, group: str = "g", dedup: str | None = None) -> Any:
+    return sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group,
+                            MessageDeduplicationId=dedup or body)
+
+
+def _receive(sqs: Any, url: str, count: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=count, MessageSystemAttributeNames=["All"],
+        **kwargs).get("Messages", [])
+    return found
+
+
+# -- 9: FIFO sequence numbers ----------------------------------------------------------------
+
+def test_a_groups_sequence_numbers_increase_and_carry_no_shard(sqs: Any) -> None:
+    # GIVEN a FIFO queue spread over shards (high throughput)
+    url = _fifo(sqs, DeduplicationScope="messageGroup",
+                FifoThroughputLimit="perMessageGroupId")
+    # WHEN one group's messages are sent one after another
+    numbers = [int(_send(sqs, url, f"m{i}", group="g")["SequenceNumber"]) for i in range(3)]
+    # THEN each is a 20-digit number above the one before
+    assert all(len(str(n)) == 20 for n in numbers)
+    assert numbers == sorted(set(numbers))
+    # AND no stride is left in them for a shard's id: the next number follows closely
+    assert all(0 < later - earlier < 1000 for earlier, later in itertools.pairwise(numbers))
+    # AND the received messages carry the numbers the sends returned
+    assert [int(m["Attributes"]["SequenceNumber"]) for m in _receive(sqs, url)] == numbers
+
+
+def test_a_query_send_and_receive_carry_the_sequence_number(dmq: Client, sqs: Any) -> None:
+    _fifo(sqs, "query.fifo")
+    status, root = query(dmq, "query.fifo", "SendMessage", MessageBody="a",
+                         MessageGroupId="g", MessageDeduplicationId="a")
+    assert status == 200
+    first = root.findtext(f"{NS}SendMessageResult/{NS}SequenceNumber")
+    status, root = query(dmq, "query.fifo", "SendMessage", MessageBody="b",
+                         MessageGroupId="g", MessageDeduplicationId="b")
+    second = root.findtext(f"{NS}SendMessageResult/{NS}SequenceNumber")
+    assert len(first) == len(second) == 20 and 0 < int(second) - int(first) < 1000
+    status, root = query(dmq, "query.fifo", "ReceiveMessage", MaxNumberOfMessages="10",
+                         **{"AttributeName.1": "All"})
+    numbers = [{a.findtext(f"{NS}Name"): a.findtext(f"{NS}Value")
+                for a in m.findall(f"{NS}Attribute")}["SequenceNumber"]
+               for m in root.findall(f"{NS}ReceiveMessageResult/{NS}Message")]
+    assert numbers == [first, second]
