@@ -326,7 +326,8 @@ class Runtime:
             if self._admission is None:
                 self._admission = Admission(
                     self.identities, self._throttle_of,
-                    ConcurrencyShare(self.settings.account_max_concurrency, TURN_WAIT_S))
+                    ConcurrencyShare(self.settings.account_max_concurrency, TURN_WAIT_S,
+                                     self.settings.account_max_waits))
             return self._admission
 
     def _throttle_of(self, region: str) -> Throttle | None:

@@ -141,6 +141,8 @@ class Settings:
     # (0: no cap; 1 by default with DMQ_AUTH=required), and the queues an account may
     # have in a region (0: no quota).
     account_max_concurrency: int = 0
+    # Long polls of one account waiting at once in a process (0: no cap).
+    account_max_waits: int = 0
     account_max_queues: int = 100_000
     # Push delivery (docs/push.md): how long one run of the push schedule handler delivers
     # (0: it does not; locally a background loop delivers all the time), and how many

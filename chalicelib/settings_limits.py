@@ -14,6 +14,9 @@ from chalicelib.settings_checks import ConfigurationError, auth_mode
 # request rate, and how many of its requests one process serves at once.
 REQUIRED_ACCOUNT_RPS = 100.0
 REQUIRED_ACCOUNT_CONCURRENCY = 1
+# With DMQ_AUTH=required, unless set: the share of the connection cap one account's
+# long polls may hold at once (a quarter: 1,024 of the default 4,096).
+REQUIRED_WAITS_SHARE = 4
 
 
 def limit_settings(env: Mapping[str, str]) -> dict[str, Any]:
@@ -23,6 +26,8 @@ def limit_settings(env: Mapping[str, str]) -> dict[str, Any]:
     required = auth_mode(env) == "required"
     rps = env.get("DMQ_THROTTLE_ACCOUNT_RPS", "").strip()
     concurrency = env.get("DMQ_ACCOUNT_MAX_CONCURRENCY", "").strip()
+    waits = env.get("DMQ_ACCOUNT_MAX_WAITS", "").strip()
+    connections = max(1, int(env.get("DMQ_HTTP_MAX_CONNECTIONS", "4096")))
     networks = tuple(n.strip() for n in env.get("DMQ_PUSH_ALLOWED_NETWORKS", "").split(",")
                      if n.strip())
     try:
@@ -35,7 +40,9 @@ def limit_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "account_max_concurrency": max(0, int(concurrency)) if concurrency else (
             REQUIRED_ACCOUNT_CONCURRENCY if required else 0),
         "account_max_queues": max(0, int(env.get("DMQ_ACCOUNT_MAX_QUEUES", "100000") or 0)),
-        "http_max_connections": max(1, int(env.get("DMQ_HTTP_MAX_CONNECTIONS", "4096"))),
+        "account_max_waits": max(0, int(waits)) if waits else (
+            max(1, connections // REQUIRED_WAITS_SHARE) if required else 0),
+        "http_max_connections": connections,
         "push_allowed_networks": networks,
         "throttle_account_burst": int(env.get("DMQ_THROTTLE_ACCOUNT_BURST", "0") or 0),
         "throttle_queue_rps": float(env.get("DMQ_THROTTLE_QUEUE_RPS", "0") or 0),

@@ -10,6 +10,11 @@ so a flooder's extra requests cost sleeping threads, not refusals it would send 
 once. A request that waits without working (a long poll between reads) gives its place back
 while it waits and takes it again after (`idle()`), so an account's long-polling
 consumers do not use up its share.
+
+Waiting long polls cost no thread of the share, but each holds a connection, and the
+server keeps a bounded number of those. So an account's long polls in progress are capped
+too (`max_waits`, `long_poll()`): past its cap a long poll is refused at once, before any
+work, rather than taking the connections other accounts need.
 """
 
 from __future__ import annotations
@@ -25,17 +30,31 @@ from dataclasses import dataclass
 TURN_WAIT_S = 2.0
 
 
+class WaitShareExceeded(Exception):
+    """An account already has as many long polls in progress as its share allows."""
+
+    def __init__(self, account: str, limit: int) -> None:
+        super().__init__(
+            f"Too many long polls of account {account} in progress (at most {limit} at "
+            "once); retry with backoff, or wait with fewer consumers.")
+        self.account = account
+        self.limit = limit
+
+
 class ConcurrencyShare:
     """Requests in progress per account, capped at `limit` each (0: no cap). A request
     over the cap waits its turn, up to `wait_s`, for one of the account's requests to end:
     a client that runs more requests at once than its share gets them served in turn,
-    and a flooder's extra requests wait without costing anything but a sleeping thread."""
+    and a flooder's extra requests wait without costing anything but a sleeping thread.
+    Long polls in progress are capped at `max_waits` per account (0: no cap)."""
 
-    def __init__(self, limit: int, wait_s: float = 0.0) -> None:
+    def __init__(self, limit: int, wait_s: float = 0.0, max_waits: int = 0) -> None:
         self.limit = limit
         self.wait_s = wait_s
+        self.max_waits = max_waits
         self._lock = threading.Lock()
         self._running: dict[str, int] = {}
+        self._polls: dict[str, int] = {}  # long polls in progress
         self._turns: dict[str, threading.Condition] = {}  # the waiters of each account
         self._waiting: dict[str, int] = {}
 
@@ -81,6 +100,29 @@ class ConcurrencyShare:
         with self._lock:
             return self._running.get(account, 0)
 
+    def start_poll(self, account: str) -> None:
+        """Count one more long poll of the account; WaitShareExceeded (nothing counted)
+        when it has `max_waits` in progress already."""
+        with self._lock:
+            polls = self._polls.get(account, 0)
+            if self.max_waits and polls >= self.max_waits:
+                raise WaitShareExceeded(account, self.max_waits)
+            self._polls[account] = polls + 1
+
+    def end_poll(self, account: str) -> None:
+        """A long poll of the account ended."""
+        with self._lock:
+            polls = self._polls.get(account, 0) - 1
+            if polls > 0:
+                self._polls[account] = polls
+            else:
+                self._polls.pop(account, None)
+
+    def polls(self, account: str) -> int:
+        """The account's long polls in progress."""
+        with self._lock:
+            return self._polls.get(account, 0)
+
 
 @dataclass(frozen=True)
 class _Held:
@@ -115,3 +157,19 @@ def idle() -> Iterator[None]:
         yield
     finally:
         held.share.enter(held.account, force=True)
+
+
+@contextmanager
+def long_poll(waits: bool) -> Iterator[None]:
+    """Around a receive that may wait (`waits`): it counts as one of its account's long
+    polls while it runs; WaitShareExceeded, before anything is done, when the account has
+    its share of them in progress already. Outside a request's share, nothing is counted."""
+    held = _HELD.get()
+    if not waits or held is None:
+        yield
+        return
+    held.share.start_poll(held.account)
+    try:
+        yield
+    finally:
+        held.share.end_poll(held.account)

@@ -11,8 +11,10 @@ from chalicelib.domain.exceptions import (
     StoreThrottledError,
     StoreUnavailableError,
 )
+from chalicelib.domain.fair_share import WaitShareExceeded
 from chalicelib.service.exceptions import (
     InternalError,
+    RateThrottledError,
     RequestThrottledError,
     ServiceUnavailableError,
     SqsError,
@@ -25,6 +27,10 @@ def to_sqs_error(exc: Exception) -> SqsError:
     """Map service, storage and unexpected errors onto SQS errors."""
     if isinstance(exc, SqsError):
         return exc
+    if isinstance(exc, WaitShareExceeded):
+        # The account's long polls in progress are at their cap (docs/throttling.md):
+        # RequestThrottled, which SDKs retry with backoff.
+        return RateThrottledError(str(exc))
     if isinstance(exc, ConcurrentChangeError):
         # Requests kept changing one queue's record at once, past the queue service's own
         # retries: the loser gets an error the SDKs retry.

@@ -17,6 +17,7 @@ from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
 from chalicelib.clusters import shards
 from chalicelib.clusters.stores import ClusterStores
+from chalicelib.domain import fair_share
 from chalicelib.domain.messages import (
     AttributeValue,
     Counts,
@@ -235,6 +236,12 @@ class MessageService:
         wait = queue.attribute_int("ReceiveMessageWaitTimeSeconds")
         if wait_seconds is not None:
             wait = wait_seconds
+        with fair_share.long_poll(wait > 0):
+            return self._poll(kind, queue, max_messages, timeout, wait, attempt_id)
+
+    def _poll(self, kind: MessageKind, queue: QueueRecord, max_messages: int, timeout: int,
+              wait: int, attempt_id: str | None) -> list[Received]:
+        """Receive until a message comes or `wait` seconds have passed."""
         deadline = self._clock.now_ms() + wait * 1000
         # A wall-clock bound as well, so that a long poll ends even when the clock is faked.
         wall_deadline = time.monotonic() + wait

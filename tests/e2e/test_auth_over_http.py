@@ -13,7 +13,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +38,15 @@ ACCOUNT = "000000000000"
 OTHER = "222233334444"
 AWS = Path(sys.executable).parent / "aws"
 CLI_TIMEOUT_S = 60
+WAITS = 4  # each account's long polls in progress at once (DMQ_ACCOUNT_MAX_WAITS)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[DmqProcess]:
     """DMQ with authentication required, for this module; stopped with SIGINT after it."""
     dmq = launch(DMQ_AUTH="required", DMQ_ROOT_ACCESS_KEY_ID=ROOT,
-                 DMQ_ROOT_SECRET_ACCESS_KEY=ROOT_SECRET, DMQ_METADATA_CACHE_SECONDS="0")
+                 DMQ_ROOT_SECRET_ACCESS_KEY=ROOT_SECRET, DMQ_METADATA_CACHE_SECONDS="0",
+                 DMQ_ACCOUNT_MAX_WAITS=str(WAITS))
     try:
         assert dmq.wait_ready(START_TIMEOUT_S), dmq.output
         yield dmq
@@ -298,3 +302,38 @@ def test_admin_cli_keys(server: DmqProcess, capsys: pytest.CaptureFixture[str],
     assert code_of(exc) == ("InvalidClientTokenId", 403)
     ci = sqs(server, rotated["accessKeyId"], rotated["secretAccessKey"])
     assert ci.create_queue(QueueName="ci")["QueueUrl"].endswith("/999988887777/ci")
+
+
+def test_an_account_past_its_share_of_long_polls_is_refused_at_once(
+        server: DmqProcess, root: Any) -> None:
+    # GIVEN a tenant holding its share of long polls (WAITS) on a queue of its own
+    key = make_key(server, "555566667777")
+    tenant = sqs(server, key["accessKeyId"], key["secretAccessKey"])
+    url = tenant.create_queue(QueueName="waits")["QueueUrl"]
+    polls = [sqs(server, key["accessKeyId"], key["secretAccessKey"]) for _ in range(WAITS)]
+    with ThreadPoolExecutor(WAITS + 1) as pool:
+        held = [pool.submit(p.receive_message, QueueUrl=url, WaitTimeSeconds=12)
+                for p in polls]
+        time.sleep(1.5)
+        assert not any(f.done() for f in held)
+        # WHEN it opens one more THEN that one is refused at once with RequestThrottled
+        start = time.monotonic()
+        with pytest.raises(ClientError) as refused:
+            tenant.receive_message(QueueUrl=url, WaitTimeSeconds=4)
+        assert time.monotonic() - start < 1.0
+        assert code_of(refused) == ("RequestThrottled", 403)
+        assert "Too many long polls of account 555566667777" in str(refused.value)
+        # AND its short polls and sends are still served
+        assert "Messages" not in tenant.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+        # AND another tenant's long poll is served, woken by its message
+        mine = root.create_queue(QueueName="waits-elsewhere")["QueueUrl"]
+        theirs = pool.submit(root.receive_message, QueueUrl=mine, WaitTimeSeconds=4)
+        time.sleep(0.3)
+        root.send_message(QueueUrl=mine, MessageBody="served")
+        assert [m["Body"] for m in theirs.result(timeout=10)["Messages"]] == ["served"]
+        # AND the tenant's message reaches one of its waiting polls
+        tenant.send_message(QueueUrl=url, MessageBody="hello")
+        bodies = [m["Body"] for f in held for m in f.result(timeout=20).get("Messages", [])]
+        assert bodies == ["hello"]
+    # AND once its polls ended, it may long-poll again
+    assert "Messages" not in tenant.receive_message(QueueUrl=url, WaitTimeSeconds=1)

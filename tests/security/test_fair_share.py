@@ -53,6 +53,32 @@ def test_required_mode_gives_every_account_a_rate_and_a_share_by_default() -> No
     assert Settings.from_env({"DMQ_ACCOUNT_MAX_CONCURRENCY": "3"}).account_max_concurrency == 3
 
 
+def test_required_mode_caps_each_accounts_long_polls_at_a_quarter_of_the_connections() -> None:
+    required = {"DMQ_AUTH": "required", "DMQ_ROOT_ACCESS_KEY_ID": ROOT,
+                "DMQ_ROOT_SECRET_ACCESS_KEY": ROOT_SECRET}
+    assert Settings.from_env(required).account_max_waits == 1024
+    assert Settings.from_env({**required, "DMQ_HTTP_MAX_CONNECTIONS": "100"}
+                             ).account_max_waits == 25
+    assert Settings.from_env({**required, "DMQ_ACCOUNT_MAX_WAITS": "0"}).account_max_waits == 0
+    assert Settings.from_env({}).account_max_waits == 0  # the open mode: one account
+    assert Settings.from_env({"DMQ_ACCOUNT_MAX_WAITS": "7"}).account_max_waits == 7
+
+
+def test_long_polls_past_the_accounts_share_are_refused_before_any_work() -> None:
+    share = ConcurrencyShare(limit=0, max_waits=2)
+    with fair_share.holding(share, "a"), fair_share.long_poll(True), \
+            fair_share.long_poll(True):
+        assert share.polls("a") == 2
+        with pytest.raises(fair_share.WaitShareExceeded, match="at most 2 at once"), \
+                fair_share.long_poll(True):
+            pytest.fail("a third long poll ran")
+        with fair_share.long_poll(False):  # a short poll is not counted
+            assert share.polls("a") == 2
+        with fair_share.holding(share, "b"), fair_share.long_poll(True):
+            assert share.polls("b") == 1  # another account has its own share
+    assert (share.polls("a"), share.polls("b")) == (0, 0)
+
+
 # -- the concurrency share -----------------------------------------------------------------------
 def test_a_request_over_the_share_waits_its_turn_then_is_refused() -> None:
     share = ConcurrencyShare(limit=2, wait_s=0.3)
