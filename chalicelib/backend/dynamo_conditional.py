@@ -142,12 +142,17 @@ def _delete_op(table: str, ref: MessageRef, any_claim: bool = False) -> dict[str
 
 def _visibility_op(table: str, change: VisibilityChange, now_ms: int) -> dict[str, Any]:
     ref = change.ref
-    values = {":vis": {"N": str(change.visible_at)}, ":now": {"N": str(now_ms)}}
+    values = {":vis": {"N": str(change.visible_at)}, ":tok": {"S": ref.claim_token}}
+    # The latest claim's handle acts even once its timeout has passed, until another
+    # receive claims the message (SQS's observed behaviour); an older one only while the
+    # message is in flight, and only with `any_claim`.
+    latest = "claim = :tok" if ref.claim_token else "visible_at > :now AND claim = :tok"
     if change.any_claim:
-        condition = "attribute_exists(sk) AND visible_at > :now"
+        condition = f"attribute_exists(sk) AND (visible_at > :now OR {latest})"
     else:
-        condition = "claim = :tok AND visible_at > :now"
-        values[":tok"] = {"S": ref.claim_token}
+        condition = latest
+    if ":now" in condition:
+        values[":now"] = {"N": str(now_ms)}
     return {"Update": {"TableName": table,
                        "Key": items.key(ref.queue_id, ref.shard, ref.message_id),
                        "UpdateExpression": "SET visible_at = :vis",

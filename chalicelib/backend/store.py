@@ -26,7 +26,9 @@ class VisibilityChange:
 
     `any_claim`: the change applies to the message while it is in flight under any claim
     (an older receipt handle of a standard queue's message acts on its current receive, as
-    in SQS); otherwise only under the claim of `ref`."""
+    in SQS); otherwise only under the claim of `ref`. Under the message's latest claim it
+    applies even once the timeout has passed (SQS accepts that handle until the message
+    is received again)."""
 
     ref: MessageRef
     visible_at: int
@@ -113,7 +115,8 @@ class MessageStore(Protocol):
     def change_visibility(
         self, changes: Sequence[VisibilityChange], now_ms: int
     ) -> list[VisibilityOutcome]:
-        """Move `visible_at` of in-flight messages held by these claims."""
+        """Move `visible_at` of in-flight messages held by these claims (with `any_claim`,
+        by any claim), and of a message whose timeout passed under its latest claim."""
         ...
 
     def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:

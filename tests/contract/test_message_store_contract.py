@@ -243,7 +243,7 @@ def test_visibility_changes_report_their_outcome_in_order(twin: Twin) -> None:
     assert store.claim(Q, 0, _candidate(_message(3, now)), now + 10, "t3", now)
     ref = {n: MessageRef(Q, 0, f"m{n:02d}", f"t{n}") for n in (1, 2, 3, 4)}
     # WHEN one call changes them: m1 twice, m2 under a stale claim, m3 after its
-    # timeout, m4 under no claim, and a message that is not there
+    # timeout (under its latest claim), m4 under no claim, and a message that is not there
     at = now + 100
     outcomes = store.change_visibility([
         VisibilityChange(ref[1], at + 60_000),
@@ -253,23 +253,28 @@ def test_visibility_changes_report_their_outcome_in_order(twin: Twin) -> None:
         VisibilityChange(MessageRef(Q, 0, "m04", ""), at + 60_000),
         VisibilityChange(MessageRef(Q, 0, "m09", "t9"), at + 60_000),
     ], at)
-    # THEN each change says what it did, m1's applied in order
+    # THEN each change says what it did, m1's applied in order, and m3 hidden again (SQS
+    # takes a message's latest handle after its timeout, until it is received again)
     assert outcomes == [VisibilityOutcome.CHANGED, VisibilityOutcome.NOT_FOUND,
-                        VisibilityOutcome.NOT_IN_FLIGHT, VisibilityOutcome.CHANGED,
+                        VisibilityOutcome.CHANGED, VisibilityOutcome.CHANGED,
                         VisibilityOutcome.NOT_FOUND, VisibilityOutcome.NOT_FOUND]
     read = store.read_messages(Q, 0, ["m01", "m02", "m03", "m04"])
     assert [(m.visible_at, m.claim_token) for m in read] == [
-        (at + 90_000, "t1"), (now + 30_000, "t2"), (now + 10, "t3"), (now + 5 * MINUTE, "")]
+        (at + 90_000, "t1"), (now + 30_000, "t2"), (at + 60_000, "t3"), (now + 5 * MINUTE, "")]
     # WHEN a claim ends its timeout now THEN the message is a candidate at once
     assert store.change_visibility([VisibilityChange(ref[2], at)], at) == [
         VisibilityOutcome.CHANGED]
     assert [c.message_id for c in store.find_candidates(Q, 0, at, 10, None).candidates] == [
-        "m03", "m02"]
-    # AND any claim changes a delayed message too, but not one visible
-    assert store.change_visibility([VisibilityChange(ref[4], at + 1, any_claim=True),
-                                    VisibilityChange(ref[3], at + 1, any_claim=True)],
-                                   at) == [VisibilityOutcome.CHANGED,
-                                            VisibilityOutcome.NOT_IN_FLIGHT]
+        "m02"]
+    # AND any claim changes a delayed message too, but not a visible one under a claim
+    # other than its latest
+    assert store.change_visibility(
+        [VisibilityChange(ref[4], at + 1, any_claim=True),
+         VisibilityChange(replace(ref[2], claim_token="stale"), at + 1, any_claim=True)],
+        at) == [VisibilityOutcome.CHANGED, VisibilityOutcome.NOT_IN_FLIGHT]
+    # AND the latest claim's handle, past its timeout, changes it with or without any_claim
+    assert store.change_visibility([VisibilityChange(ref[2], at + 5, any_claim=True)],
+                                   at + 1) == [VisibilityOutcome.CHANGED]
 
 
 def test_a_dead_letter_move_takes_the_message_unreceived_once(twin: Twin) -> None:

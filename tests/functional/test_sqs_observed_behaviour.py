@@ -13,6 +13,8 @@ from urllib.parse import urlencode
 
 from chalice.test import Client
 
+from tests.clocks import FakeClock
+
 NS = "{http://queue.amazonaws.com/doc/2012-11-05/}"
 FORM = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8", "Host": "dmq.test"}
 ACCOUNT = "000000000000"
@@ -76,3 +78,66 @@ def test_a_query_send_and_receive_carry_the_sequence_number(dmq: Client, sqs: An
                 for a in m.findall(f"{NS}Attribute")}["SequenceNumber"]
                for m in root.findall(f"{NS}ReceiveMessageResult/{NS}Message")]
     assert numbers == [first, second]
+
+
+# -- 10: a visibility change after the timeout, with the latest handle -----------------------
+
+def _expired_in_flight(sqs: Any, clock: FakeClock, name: str) -> tuple[str, dict[str, Any]]:
+    """A standard queue (5 s visibility timeout) whose one message was received and whose
+    timeout has passed, nobody having received it since."""
+    url = str(sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "5"})[
+        "QueueUrl"])
+    sqs.send_message(QueueUrl=url, MessageBody="job")
+    (message,) = _receive(sqs, url, 1)
+    clock.advance(6)
+    return url, message
+
+
+def test_the_latest_handle_changes_the_visibility_after_the_timeout_passed(
+        sqs: Any, clock: FakeClock) -> None:
+    url, message = _expired_in_flight(sqs, clock, "late")
+    # WHEN its latest handle changes its visibility to 60 s THEN SQS accepts it
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"],
+                                  VisibilityTimeout=60)
+    # AND the message is hidden for those 60 s, then received a second time
+    clock.advance(59)
+    assert _receive(sqs, url) == []
+    clock.advance(2)
+    (again,) = _receive(sqs, url)
+    assert again["MessageId"] == message["MessageId"]
+    assert again["Attributes"]["ApproximateReceiveCount"] == "2"
+
+
+def test_the_latest_handle_changes_the_visibility_in_a_batch_after_the_timeout(
+        sqs: Any, clock: FakeClock) -> None:
+    url, message = _expired_in_flight(sqs, clock, "late-batch")
+    result = sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+        {"Id": "a", "ReceiptHandle": message["ReceiptHandle"], "VisibilityTimeout": 30}])
+    assert [e["Id"] for e in result["Successful"]] == ["a"] and not result.get("Failed")
+    assert _receive(sqs, url) == []
+
+
+def test_a_handle_of_a_message_received_since_is_not_in_flight(
+        sqs: Any, clock: FakeClock) -> None:
+    # GIVEN a message received again after its first handle's timeout, and visible again
+    url, first = _expired_in_flight(sqs, clock, "again")
+    assert len(_receive(sqs, url, 1)) == 1
+    clock.advance(6)
+    # WHEN the first handle changes its visibility THEN MessageNotInflight, as before
+    try:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"],
+                                      VisibilityTimeout=60)
+        raise AssertionError("the change was accepted")
+    except sqs.exceptions.MessageNotInflight:
+        pass
+    assert len(_receive(sqs, url)) == 1
+
+
+def test_a_query_visibility_change_after_the_timeout_is_accepted(
+        dmq: Client, sqs: Any, clock: FakeClock) -> None:
+    _, message = _expired_in_flight(sqs, clock, "late-query")
+    status, root = query(dmq, "late-query", "ChangeMessageVisibility",
+                         ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout="60")
+    assert status == 200 and root.tag == f"{NS}ChangeMessageVisibilityResponse"
+    status, root = query(dmq, "late-query", "ReceiveMessage")
+    assert root.findall(f"{NS}ReceiveMessageResult/{NS}Message") == []

@@ -113,9 +113,10 @@ class MemoryStore:
         for change in changes:
             messages = self._shard(change.ref.queue_id, change.ref.shard)
             current = messages.get(change.ref.message_id)
-            if current is None or (not change.any_claim and not _held(current, change.ref)):
+            latest = current is not None and _held(current, change.ref)
+            if current is None or (not change.any_claim and not latest):
                 outcomes.append(VisibilityOutcome.NOT_FOUND)
-            elif current.visible_at <= now_ms:
+            elif current.visible_at <= now_ms and not latest:
                 outcomes.append(VisibilityOutcome.NOT_IN_FLIGHT)
             else:
                 messages[change.ref.message_id] = current.with_changes(
