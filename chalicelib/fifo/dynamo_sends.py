@@ -72,7 +72,7 @@ class FifoSends(FifoBase):
 
     def send(
         self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]], now_ms: int,
-        generation: int = 0, layout: SendLayout | None = None,
+        generation: int = 0, layout: SendLayout | None = None, purged_ms: int = 0,
     ) -> list[SendOutcome]:
         """Store messages (each with its shard, group and dedup id) in order.
 
@@ -80,6 +80,9 @@ class FifoSends(FifoBase):
         is not stored: the outcome is the original's id and sequence number. Duplicates
         inside the batch resolve to the first of them. `layout` names the partitions of
         the messages' dedup items and the shards' counters, once a queue was resharded.
+        A dedup item written by the queue's last purge (`purged_ms`) is not live: its
+        expiry is at most the purge's time plus the window, so the same condition that
+        lets an expired item be overwritten lets it be, and a purge writes nothing.
         """
         layout = layout or SendLayout()
         dkeys = [(self.dedup_pk(queue_id, layout.dedup_shard(i, shard), scope),
@@ -98,7 +101,7 @@ class FifoSends(FifoBase):
             if not pending:
                 break
             pending = self._send_round(queue_id, scope, placed, pending, outcomes, now_ms,
-                                       generation, layout)
+                                       generation, layout, purged_ms)
         if pending:
             raise StoreUnavailableError("FIFO sends kept conflicting")
         for index, (_, message) in enumerate(placed):
@@ -113,7 +116,7 @@ class FifoSends(FifoBase):
     def _send_round(
         self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]],
         pending: list[int], outcomes: dict[int, SendOutcome], now_ms: int, generation: int,
-        layout: SendLayout,
+        layout: SendLayout, purged_ms: int = 0,
     ) -> list[int]:
         per_shard = Counter(placed[i][0] for i in pending)
         next_number = {s: self.reserve(queue_id, s, n, layout.seeds.get(s, 0))
@@ -128,7 +131,7 @@ class FifoSends(FifoBase):
         owners: list[int | None] = []
         for index, shard, message in numbered:
             ops.append(self._dedup_put(queue_id, scope, layout.dedup_shard(index, shard),
-                                       message, now_ms, generation))
+                                       message, now_ms, generation, purged_ms))
             owners.append(index)
             ops.append({"Put": {"TableName": self.table,
                                 "Item": self._message_item(queue_id, shard, message)}})
@@ -163,9 +166,10 @@ class FifoSends(FifoBase):
 
     def _dedup_put(
         self, queue_id: str, scope: str, shard: int, message: Message, now_ms: int,
-        generation: int,
+        generation: int, purged_ms: int = 0,
     ) -> dict[str, Any]:
         expires = now_ms + fifo.DEDUP_WINDOW_MS
+        stale = fifo.dedup_stale_before(now_ms, purged_ms)
         item = {
             **self._key(self.dedup_pk(queue_id, shard, scope),
                         fifo.dedup_key(scope, message.group_id or "", message.dedup_id or "",
@@ -175,8 +179,8 @@ class FifoSends(FifoBase):
         }
         return {"Put": {
             "TableName": self.table, "Item": item,
-            "ConditionExpression": "attribute_not_exists(sk) OR exp_ms <= :now",
-            "ExpressionAttributeValues": {":now": n_attr(now_ms)},
+            "ConditionExpression": "attribute_not_exists(sk) OR exp_ms <= :stale",
+            "ExpressionAttributeValues": {":stale": n_attr(stale)},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }}
 

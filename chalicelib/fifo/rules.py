@@ -46,6 +46,13 @@ def sequence_number(counter: int) -> str:
     return f"{SEQUENCE_BASE + counter:020d}"
 
 
+def dedup_stale_before(now_ms: int, purged_ms: int) -> int:
+    """A dedup item whose expiry (its send plus the 5-minute window) is at or before this
+    is no longer live: expired, or sent by the queue's last purge (`purged_ms`), which
+    clears the deduplication history as SQS's PurgeQueue does."""
+    return max(now_ms, purged_ms + DEDUP_WINDOW_MS)
+
+
 def content_dedup_id(body: str) -> str:
     """ContentBasedDeduplication: the SHA-256 of the body, hex encoded."""
     return hashlib.sha256(body.encode("utf-8")).hexdigest()

@@ -181,7 +181,8 @@ class FifoService:
         for cluster, indexes in by_cluster.items():
             mine = [placed[i] for i in indexes]
             outcomes = self._store(cluster).send(queue.queue_id, scope, mine, now,
-                                                 queue.created_ms, send_layout(queue, mine))
+                                                 queue.created_ms, send_layout(queue, mine),
+                                                 queue.purged_ms)
             result.update({i: o.message for i, o in zip(indexes, outcomes, strict=True)})
         return [result[i] for i in range(len(messages))]
 

@@ -68,10 +68,11 @@ class FifoStore(Protocol):
         ...
 
     def send(self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]],
-             now_ms: int, generation: int = 0,
-             layout: SendLayout | None = None) -> list[SendOutcome]:
+             now_ms: int, generation: int = 0, layout: SendLayout | None = None,
+             purged_ms: int = 0) -> list[SendOutcome]:
         """Store messages (each with its shard) in order; a live dedup id's message comes
-        back as the original."""
+        back as the original. A dedup id sent by `purged_ms` (the queue's last purge) is
+        not live: a purge clears the deduplication history, as in SQS."""
         ...
 
     def ready_groups(self, queue_id: str, shard: int, now_ms: int,

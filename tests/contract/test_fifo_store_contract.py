@@ -70,6 +70,25 @@ def test_two_front_ends_commit_a_group_in_sequence_order(
     assert again.message.sequence_number == a.sequence_number
 
 
+def test_a_purge_ends_the_deduplication_of_the_ids_sent_by_it(
+        front_ends: Callable[[], FifoStore]) -> None:
+    fifo_store = front_ends()
+    # GIVEN d1 sent at 1 s, d2 at 3 s, and a purge at 2 s
+    first = fifo_store.send(QUEUE, "messageGroup", [(0, _message(1))], 1_000)[0].message
+    fifo_store.send(QUEUE, "messageGroup", [(0, _message(2))], 3_000)
+    # WHEN both ids are sent again at 4 s, within their windows
+    again = fifo_store.send(QUEUE, "messageGroup", [(0, _message(3, dedup="d1")),
+                                                    (0, _message(4, dedup="d2"))],
+                            4_000, purged_ms=2_000)
+    # THEN the one sent before the purge is new, the one sent after it a duplicate
+    assert [o.duplicate for o in again] == [False, True]
+    assert again[0].message.message_id != first.message_id
+    # AND the new one deduplicates from then on
+    thrice = fifo_store.send(QUEUE, "messageGroup", [(0, _message(5, dedup="d1"))], 5_000,
+                             purged_ms=2_000)[0]
+    assert thrice.duplicate and thrice.message.message_id == again[0].message.message_id
+
+
 def test_a_claim_holds_the_group_and_deleting_the_hold_removes_it(
         front_ends: Callable[[], FifoStore]) -> None:
     fifo_store = front_ends()

@@ -359,16 +359,16 @@ def test_visibility_change_of_a_visible_message_is_refused(sqs: Any, clock: Fake
                                       VisibilityTimeout=5)
 
 
-def test_purge_empties_groups_but_keeps_the_dedup_window(sqs: Any, clock: FakeClock) -> None:
+def test_purge_empties_groups_and_clears_the_dedup_window(sqs: Any, clock: FakeClock) -> None:
     url = _fifo(sqs)
     first = _send(sqs, url, "1", dedup="d")
     _send(sqs, url, "2", group="other")
     sqs.purge_queue(QueueUrl=url)
     assert _receive(sqs, url) == []
     clock.advance(0.001)  # a message sent in the purge's millisecond may go too
-    assert _send(sqs, url, "1", dedup="d")["MessageId"] == first["MessageId"]
+    assert _send(sqs, url, "1", dedup="d")["MessageId"] != first["MessageId"]
     _send(sqs, url, "3", dedup="new")
-    assert _bodies(_receive(sqs, url)) == ["3"]
+    assert _bodies(_receive(sqs, url)) == ["1", "3"]
 
 
 # -- receive request attempts --------------------------------------------------------------

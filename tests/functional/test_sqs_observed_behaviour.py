@@ -141,3 +141,69 @@ def test_a_query_visibility_change_after_the_timeout_is_accepted(
     assert status == 200 and root.tag == f"{NS}ChangeMessageVisibilityResponse"
     status, root = query(dmq, "late-query", "ReceiveMessage")
     assert root.findall(f"{NS}ReceiveMessageResult/{NS}Message") == []
+
+
+# -- 11: a purge clears a FIFO queue's deduplication history ---------------------------------
+
+def test_a_fifo_purge_forgets_the_deduplication_ids_sent_before_it(
+        sqs: Any, clock: FakeClock) -> None:
+    # GIVEN a FIFO queue with a message, purged
+    url = _fifo(sqs)
+    first = _send(sqs, url, "1", dedup="d")
+    sqs.purge_queue(QueueUrl=url)
+    clock.advance(0.001)  # a message sent in the purge's millisecond may go too
+    # WHEN the same deduplication id is sent again within the 5 minutes
+    again = _send(sqs, url, "1 again", dedup="d")
+    # THEN it is a new message, and it is received
+    assert again["MessageId"] != first["MessageId"]
+    assert int(again["SequenceNumber"]) > int(first["SequenceNumber"])
+    (received,) = _receive(sqs, url)
+    assert (received["MessageId"], received["Body"]) == (again["MessageId"], "1 again")
+    # AND it is deduplicated as usual from then on
+    assert _send(sqs, url, "1 thrice", dedup="d")["MessageId"] == again["MessageId"]
+
+
+def test_a_fifo_purge_forgets_group_scoped_and_content_based_ids(
+        sqs: Any, clock: FakeClock) -> None:
+    url = _fifo(sqs, "content.fifo", ContentBasedDeduplication="true",
+                DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId")
+    first = sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId="g")
+    sqs.purge_queue(QueueUrl=url)
+    clock.advance(0.001)
+    again = sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId="g")
+    assert again["MessageId"] != first["MessageId"]
+    assert [m["MessageId"] for m in _receive(sqs, url)] == [again["MessageId"]]
+
+
+def test_a_query_send_after_a_fifo_purge_is_enqueued(dmq: Client, sqs: Any,
+                                                     clock: FakeClock) -> None:
+    url = _fifo(sqs, "purged.fifo")
+    first = _send(sqs, url, "1", dedup="d")
+    status, _ = query(dmq, "purged.fifo", "PurgeQueue")
+    assert status == 200
+    clock.advance(0.001)
+    status, root = query(dmq, "purged.fifo", "SendMessage", MessageBody="1",
+                         MessageGroupId="g", MessageDeduplicationId="d")
+    assert status == 200
+    assert root.findtext(f"{NS}SendMessageResult/{NS}MessageId") != first["MessageId"]
+    status, root = query(dmq, "purged.fifo", "ReceiveMessage")
+    assert len(root.findall(f"{NS}ReceiveMessageResult/{NS}Message")) == 1
+
+
+# -- 12: high throughput's deduplication per group -------------------------------------------
+
+def test_after_a_switch_to_high_throughput_a_dedup_id_is_per_group(sqs: Any) -> None:
+    # GIVEN a FIFO queue created with the queue-wide scope, then switched to high throughput
+    url = _fifo(sqs, "switched.fifo")
+    _send(sqs, url, "before", group="g0", dedup="before")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={
+        "DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"})
+    # WHEN one deduplication id is sent in two groups
+    one = _send(sqs, url, "in g1", group="g1", dedup="same")
+    two = _send(sqs, url, "in g2", group="g2", dedup="same")
+    # THEN they are two messages, and both are received
+    assert one["MessageId"] != two["MessageId"]
+    bodies = sorted(m["Body"] for m in _receive(sqs, url))
+    assert bodies == ["before", "in g1", "in g2"]
+    # AND within one group the id still deduplicates
+    assert _send(sqs, url, "again", group="g1", dedup="same")["MessageId"] == one["MessageId"]

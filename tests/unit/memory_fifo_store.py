@@ -70,8 +70,8 @@ class MemoryFifoStore:
 
     # -- send -----------------------------------------------------------------------------
     def send(self, queue_id: str, scope: str, placed: Sequence[tuple[int, Message]],
-             now_ms: int, generation: int = 0,
-             layout: SendLayout | None = None) -> list[SendOutcome]:
+             now_ms: int, generation: int = 0, layout: SendLayout | None = None,
+             purged_ms: int = 0) -> list[SendOutcome]:
         layout = layout or SendLayout()
         t = self.table
         outcomes: list[SendOutcome] = []
@@ -83,7 +83,8 @@ class MemoryFifoStore:
                 dkey = (_dedup_pk(queue_id, layout.dedup_shard(index, shard), scope),
                         fifo.dedup_key(scope, group, message.dedup_id or "", generation))
                 live = t.dedup.get(dkey)
-                if dkey in first or (live is not None and live[2] > now_ms):
+                stale = fifo.dedup_stale_before(now_ms, purged_ms)
+                if dkey in first or (live is not None and live[2] > stale):
                     mid, seq = ((first[dkey].message.message_id,
                                  first[dkey].message.sequence_number or "")
                                 if dkey in first else live[:2])  # type: ignore[index]
