@@ -26,6 +26,7 @@ from chalicelib.service.exceptions import (
     AccessDeniedError,
     MissingAuthenticationTokenError,
     QueueDoesNotExistError,
+    ResourceNotFoundError,
     SignatureDoesNotMatchError,
 )
 from chalicelib.service.identity import Caller, Identities
@@ -60,19 +61,25 @@ def authenticate(
     return caller
 
 
-def _arn_accounts(action: str, params: Params) -> list[tuple[str, str]]:
-    """(account, name) of the queues a move-task action names by ARN (or task handle)."""
-    arns = [params.raw(name) for name in ("SourceArn", "DestinationArn")]
-    if action == "CancelMessageMoveTask":
-        handle = params.raw("TaskHandle")
-        decoded = decode_handle(handle) if isinstance(handle, str) else None
-        arns.append(decoded[1] if decoded else None)
+def _arn_accounts(params: Params) -> list[tuple[str, str]]:
+    """(account, name) of the queues a move-task action names by ARN."""
     found = []
-    for arn in arns:
+    for arn in (params.raw(name) for name in ("SourceArn", "DestinationArn")):
         parsed = parse_queue_arn(arn) if isinstance(arn, str) else None
         if parsed is not None:
             found.append((parsed[1], parsed[2]))
     return found
+
+
+def _check_task_handle(caller: Caller, action: str, params: Params) -> None:
+    """A task handle names its source queue: one of another account's is, to the caller,
+    a queue that does not exist (SQS's 404 ResourceNotFoundException, not AccessDenied)."""
+    handle = params.raw("TaskHandle") if action == "CancelMessageMoveTask" else None
+    decoded = decode_handle(handle) if isinstance(handle, str) else None
+    parsed = parse_queue_arn(decoded[1]) if decoded else None
+    if parsed is not None and parsed[1] != caller.account:
+        raise ResourceNotFoundError(
+            "The resource that you specified for the SourceArn parameter doesn't exist.")
 
 
 def _target(context: RequestContext, action: str, params: Params) -> tuple[str, str] | None:
@@ -119,7 +126,8 @@ def authorize(services: Services, context: RequestContext, action: str, params: 
         resource = queue_arn(context.region, *target) if target else "*"
         raise _denied(caller, action, resource,
                       "because only administrators may delete or purge queues here")
-    for account, name in _arn_accounts(action, params):  # move tasks: the owner's only
+    _check_task_handle(caller, action, params)
+    for account, name in _arn_accounts(params):  # move tasks: the owner's only
         if account != caller.account:
             raise _denied(caller, action, queue_arn(context.region, account, name),
                           "because only the queue owner may perform this action")

@@ -2,8 +2,9 @@
 
 JSON's `\\ud800` escape (and Python's decoding of the bytes ED A0 80) yields a lone
 surrogate: a string no UTF-8 encoder, DynamoDB or SQS accepts. Message contents (bodies
-and attribute values) are left to the message rules, which answer
-`InvalidMessageContents` as SQS does; anywhere else it is `InvalidParameterValue`.
+and attribute values) are left to the message rules, which answer as SQS does
+(`InvalidMessageContents` for a body, `InvalidParameterValue` for an attribute value);
+anywhere else it is `InvalidParameterValue`.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from chalicelib.service.exceptions import (
     InvalidMessageContentsError,
     InvalidParameterValueError,
     MissingParameterError,
+    SqsError,
 )
 from chalicelib.service.text import first_invalid_character, has_invalid_characters, utf8_length
 
@@ -34,12 +35,16 @@ ALLOWED_CHARACTERS = ("the set of allowed characters is #x9 | #xA | #xD | [#x20-
                       "[#xE000-#xFFFD] | [#x10000-#x10FFFF].")
 
 
-def check_characters(text: str, where: str = "the message body") -> None:
+def check_characters(
+    text: str, where: str = "the message body",
+    error: type[SqsError] = InvalidMessageContentsError,
+) -> None:
     """Reject characters outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000+,
-    naming the first one as SQS does ('#xFFFF')."""
+    naming the first one as SQS does ('#xFFFF'). SQS refuses such a body as
+    InvalidMessageContents, such an attribute value as InvalidParameterValue."""
     found = first_invalid_character(text)
     if found is not None:
-        raise InvalidMessageContentsError(
+        raise error(
             f"Invalid binary character '#x{ord(found):X}' was found in {where}, "
             f"{ALLOWED_CHARACTERS}"
         )
@@ -104,7 +109,8 @@ def check_attribute(name: str, value: AttributeValue, kind: str = "user") -> Non
             f"Message ({kind}) attribute '{name}' must contain a non-empty value of type "
             f"'{base}'."
         )
-    check_characters(value.string_value, f"the message attribute '{name}' value")
+    check_characters(value.string_value, f"the message attribute '{name}' value",
+                     InvalidParameterValueError)
     if base == "Number":
         _check_number(name, value.string_value)
 

@@ -90,7 +90,7 @@ class QueueRules(ABC):
 
 
 class StandardRules(QueueRules):
-    """A standard queue: no FIFO attributes (but FifoQueue=false), one shard to start."""
+    """A standard queue: no FIFO attributes (not even FifoQueue=false), one shard to start."""
 
     defaults = attrs.DEFAULTS
     readable = attrs.READABLE
@@ -101,10 +101,9 @@ class StandardRules(QueueRules):
         _check_plain_name(name)
 
     def check_fifo_only(self, name: str, value: str) -> str | None:
-        """FifoQueue=false is left out; the other FIFO attributes are refused as SQS
-        refuses them."""
-        if name == "FifoQueue" and value.lower() == "false":
-            return None
+        """Every FIFO attribute is refused as SQS refuses it, FifoQueue=false included
+        (SQS answers "Unknown Attribute FifoQueue." to it, at CreateQueue as at
+        SetQueueAttributes)."""
         if name in attrs.FIFO_CHOICES:
             raise InvalidAttributeNameError(
                 f"You can specify the {name} only when FifoQueue is set to true.")

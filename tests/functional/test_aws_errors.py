@@ -6,6 +6,7 @@ the `__type` as `QueryErrorCode`, as AWS's JSON errors carry both."""
 
 from __future__ import annotations
 
+import base64
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -25,6 +26,10 @@ DLQ_ARN = f"arn:aws:sqs:us-east-1:{ACCOUNT}:dlq"
 ZERO_REDRIVE = json.dumps({"deadLetterTargetArn": DLQ_ARN, "maxReceiveCount": 0})
 NO_COUNT_REDRIVE = json.dumps({"deadLetterTargetArn": DLQ_ARN})
 NO_TARGET_REDRIVE = json.dumps({"maxReceiveCount": 5})
+# A task handle (base64 of the task's id and source ARN) naming another account's queue.
+OTHER_ACCOUNT_HANDLE = base64.b64encode(json.dumps({
+    "taskId": "9f0c2a4e-0000-4000-8000-000000000000",
+    "sourceArn": "arn:aws:sqs:us-east-1:111111111111:their-dlq"}).encode()).decode()
 FIFO_ENTRY = {"Id": "a", "MessageBody": "x", "MessageDeduplicationId": "d"}
 PERMISSION = {"Label": "crossaccountpermission", "AWSAccountIds": ["111111111111"],
               "Actions": ["ReceiveMessage"]}
@@ -147,6 +152,24 @@ CASES: list[tuple[str, Call, str, str, int, str]] = [
     ("fifo-attribute-on-standard", lambda s, q: s.set_queue_attributes(
         QueueUrl=q["std"], Attributes={"FifoQueue": "true"}),
      "InvalidAttributeName", "InvalidAttributeName", 400, "Unknown Attribute FifoQueue."),
+    ("fifo-false-set-on-standard", lambda s, q: s.set_queue_attributes(
+        QueueUrl=q["std"], Attributes={"FifoQueue": "false"}),
+     "InvalidAttributeName", "InvalidAttributeName", 400, "Unknown Attribute FifoQueue."),
+    ("fifo-false-created-standard", lambda s, q: s.create_queue(
+        QueueName="plain", Attributes={"FifoQueue": "false"}),
+     "InvalidAttributeName", "InvalidAttributeName", 400, "Unknown Attribute FifoQueue."),
+    ("dedup-created-standard", lambda s, q: s.create_queue(
+        QueueName="plain", Attributes={"ContentBasedDeduplication": "false"}),
+     "InvalidAttributeName", "InvalidAttributeName", 400,
+     "Unknown Attribute ContentBasedDeduplication."),
+    ("scope-created-standard", lambda s, q: s.create_queue(
+        QueueName="plain", Attributes={"DeduplicationScope": "queue"}),
+     "InvalidAttributeName", "InvalidAttributeName", 400,
+     "You can specify the DeduplicationScope only when FifoQueue is set to true."),
+    ("limit-created-standard", lambda s, q: s.create_queue(
+        QueueName="plain", Attributes={"FifoThroughputLimit": "perQueue"}),
+     "InvalidAttributeName", "InvalidAttributeName", 400,
+     "You can specify the FifoThroughputLimit only when FifoQueue is set to true."),
     ("queue-type-change", lambda s, q: s.set_queue_attributes(
         QueueUrl=q["fifo"], Attributes={"FifoQueue": "false"}),
      "InvalidAttributeValue", "InvalidAttributeValue", 400,
@@ -164,6 +187,16 @@ CASES: list[tuple[str, Call, str, str, int, str]] = [
     ("invalid-body", lambda s, q: s.send_message(QueueUrl=q["std"], MessageBody="x\x1b"),
      "InvalidMessageContents", "InvalidMessageContents", 400,
      f"Invalid binary character '#x1B' was found in the message body, {ALLOWED}"),
+    ("attribute-control-character", lambda s, q: s.send_message(
+        QueueUrl=q["std"], MessageBody="x",
+        MessageAttributes={"attr1": {"DataType": "String", "StringValue": "Invalid-\x08,\x0b"}}),
+     "InvalidParameterValue", "InvalidParameterValueException", 400,
+     f"Invalid binary character '#x8' was found in the message attribute 'attr1' value, "
+     f"{ALLOWED}"),
+    ("cancel-another-accounts-task", lambda s, q: s.cancel_message_move_task(
+        TaskHandle=OTHER_ACCOUNT_HANDLE),
+     "ResourceNotFoundException", "ResourceNotFoundException", 404,
+     "The resource that you specified for the SourceArn parameter doesn't exist."),
     ("receipt-handle", lambda s, q: s.delete_message(QueueUrl=q["std"], ReceiptHandle="bad"),
      "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 400,
      'The input receipt handle "bad" is not a valid receipt handle.'),
@@ -271,6 +304,28 @@ QUERY_CASES: list[tuple[str, dict[str, str], int, str, str]] = [
     ("unknown-attribute", {"Action": "GetQueueAttributes", "QueueUrl": QUEUE_URL,
                            "AttributeName.1": "Colour"},
      400, "InvalidAttributeName", "Unknown Attribute Colour."),
+    ("fifo-set-on-standard", {"Action": "SetQueueAttributes", "QueueUrl": QUEUE_URL,
+                              "Attribute.1.Name": "FifoQueue", "Attribute.1.Value": "false"},
+     400, "InvalidAttributeName", "Unknown Attribute FifoQueue."),
+    ("fifo-false-created-standard", {"Action": "CreateQueue", "QueueName": "plain",
+                                     "Attribute.1.Name": "FifoQueue",
+                                     "Attribute.1.Value": "false"},
+     400, "InvalidAttributeName", "Unknown Attribute FifoQueue."),
+    ("dedup-created-standard", {"Action": "CreateQueue", "QueueName": "plain",
+                                "Attribute.1.Name": "ContentBasedDeduplication",
+                                "Attribute.1.Value": "false"},
+     400, "InvalidAttributeName", "Unknown Attribute ContentBasedDeduplication."),
+    ("attribute-control-character", {
+        "Action": "SendMessage", "QueueUrl": QUEUE_URL, "MessageBody": "x",
+        "MessageAttribute.1.Name": "attr1", "MessageAttribute.1.Value.DataType": "String",
+        "MessageAttribute.1.Value.StringValue": "Invalid-\x08,\x0b"},
+     400, "InvalidParameterValue",
+     f"Invalid binary character '#x8' was found in the message attribute 'attr1' value, "
+     f"{ALLOWED}"),
+    ("cancel-another-accounts-task", {"Action": "CancelMessageMoveTask",
+                                      "TaskHandle": OTHER_ACCOUNT_HANDLE},
+     404, "ResourceNotFoundException",
+     "The resource that you specified for the SourceArn parameter doesn't exist."),
     ("batch-20", {"Action": "DeleteMessageBatch", "QueueUrl": QUEUE_URL, **{
         k: v for i in range(20) for k, v in ((f"DeleteMessageBatchRequestEntry.{i + 1}.Id",
                                               str(i)),

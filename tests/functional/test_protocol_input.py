@@ -90,14 +90,16 @@ def test_a_lone_surrogate_in_a_body_is_invalid_message_contents(dmq: Client, raw
             assert error["Failed"][0]["Code"] == "InvalidMessageContents", error
 
 
-def test_a_lone_surrogate_in_a_message_attribute_is_invalid_message_contents(
+def test_a_lone_surrogate_in_a_message_attribute_is_invalid_parameter_value(
     dmq: Client,
 ) -> None:
+    # SQS refuses an attribute value's invalid characters as InvalidParameterValue (a
+    # body's as InvalidMessageContents)
     url = _queue(dmq)
     body = ('{"QueueUrl": "URL", "MessageBody": "b", "MessageAttributes": '
             '{"a": {"DataType": "String", "StringValue": "@"}}}').replace("URL", url)
     status, _, error = _call(dmq, "SendMessage", body.replace("@", SURROGATE_ESCAPE))
-    assert (status, _code(error)) == (400, "InvalidMessageContents"), error
+    assert (status, _code(error)) == (400, "InvalidParameterValueException"), error
 
 
 def test_a_lone_surrogate_in_an_attribute_data_type_is_invalid_parameter_value(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 DEFAULTS = {
     "VisibilityTimeout": "30",
@@ -96,10 +97,13 @@ def test_fifo_attributes_are_refused_on_a_standard_queue(
     assert _names(sqs) == []
 
 
-def test_fifo_queue_false_creates_a_standard_queue(sqs: Any) -> None:
-    # GIVEN FifoQueue=false WHEN a queue is created THEN it is an ordinary standard queue
-    url = sqs.create_queue(QueueName="orders", Attributes={"FifoQueue": "false"})["QueueUrl"]
-    assert _attributes(sqs, url, "VisibilityTimeout") == {"VisibilityTimeout": "30"}
+def test_fifo_queue_false_is_refused_as_sqs_refuses_it(sqs: Any) -> None:
+    # GIVEN FifoQueue=false WHEN a standard queue is created THEN SQS's answer: the
+    # attribute is unknown to a standard queue, and no queue is made
+    with pytest.raises(ClientError) as caught:
+        sqs.create_queue(QueueName="orders", Attributes={"FifoQueue": "false"})
+    assert caught.value.response["Error"]["Message"] == "Unknown Attribute FifoQueue."
+    assert "QueueUrls" not in sqs.list_queues()
 
 
 # -- defaults and values ------------------------------------------------------------------------

@@ -48,7 +48,8 @@ def test_names() -> None:
 
 
 def test_fifo_attributes_are_settable_on_fifo_queues_only() -> None:
-    assert STANDARD.validate_settable({"FifoQueue": "False"}) == {}
+    with pytest.raises(InvalidAttributeNameError, match="Unknown Attribute FifoQueue"):
+        STANDARD.validate_settable({"FifoQueue": "False"})
     with pytest.raises(InvalidAttributeNameError, match="only when FifoQueue is set"):
         STANDARD.validate_settable({"DeduplicationScope": "queue"})
     with pytest.raises(InvalidAttributeNameError, match="Unknown Attribute"):

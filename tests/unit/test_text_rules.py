@@ -7,7 +7,7 @@ import pytest
 
 from chalicelib.domain.messages import AttributeValue
 from chalicelib.service import message_rules
-from chalicelib.service.exceptions import InvalidMessageContentsError, InvalidParameterValueError
+from chalicelib.service.exceptions import InvalidParameterValueError
 from chalicelib.service.tags import check_tag_keys, check_tags
 from chalicelib.service.text import has_invalid_characters, printable, utf8_length
 from chalicelib.usage.metering import payload_bytes, queue_of
@@ -41,8 +41,8 @@ def test_untag_keys_with_invalid_characters_are_invalid_parameter_value() -> Non
         check_tag_keys(["k" + LONE])
 
 
-def test_a_surrogate_in_an_attribute_value_is_invalid_message_contents() -> None:
-    with pytest.raises(InvalidMessageContentsError):
+def test_a_surrogate_in_an_attribute_value_is_invalid_parameter_value() -> None:
+    with pytest.raises(InvalidParameterValueError):
         message_rules.check_attribute("a", AttributeValue("String", string_value=LONE))
 
 
