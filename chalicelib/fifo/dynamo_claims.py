@@ -33,14 +33,15 @@ class FifoClaims(FifoSends):
                 KeyConditionExpression="pk = :pk AND visible_at <= :now",
                 ExpressionAttributeValues={":pk": s_attr(items.partition_key(queue_id, shard)),
                                            ":now": n_attr(now_ms)},
-                ProjectionExpression="sk, visible_at", Limit=limit,
+                ProjectionExpression="sk, visible_at, claim", Limit=limit,
             )
         return [self._group_state(shard, item) for item in result.get("Items", [])]
 
     @staticmethod
     def _group_state(shard: int, item: Item) -> GroupState:
         return GroupState(shard, fifo.group_of_key(str(item["sk"]["S"])),
-                          int(item["visible_at"]["N"]))
+                          int(item["visible_at"]["N"]),
+                          fifo.claim_place(str(item.get("claim", {}).get("S", ""))))
 
     def head(self, queue_id: str, shard: int, group: str, limit: int) -> list[FifoEntry]:
         """The first `limit` messages of a group, in sequence order (consistent read)."""

@@ -94,19 +94,31 @@ def dedup_key(scope: str, group: str, dedup_id: str, generation: int = 0) -> str
     return f"{DEDUP_PREFIX}{generation}#{dedup_id}"
 
 
-def claim_token(random_part: str, size: int, last: str) -> str:
+def claim_token(random_part: str, size: int, last: str, place: int = 0) -> str:
     """A FIFO claim token: random, then how many messages the claim took and, when it took
     every message the group had, the last one's sequence number (so that deleting exactly
-    those can release or remove the group in the same transaction)."""
-    return f"{random_part}.{size}.{last}"
+    those can release or remove the group in the same transaction), then the group's place
+    among the groups its receive claimed (`claim_place`)."""
+    return f"{random_part}.{size}.{last}.{place}"
 
 
 def parse_claim_token(token: str) -> tuple[int, str]:
     """(size, last) of a FIFO claim token; (0, "") for any other token."""
     parts = token.split(".")
-    if len(parts) != 3 or not parts[1].isdigit():
+    if len(parts) not in (3, 4) or not parts[1].isdigit():
         return 0, ""
     return int(parts[1]), parts[2]
+
+
+def claim_place(token: str) -> int:
+    """A group's place among the groups one receive claimed, from its claim token: the
+    groups a receive held turn visible at the same time, and are served again in the
+    order it took them, behind the groups that were waiting (SQS's observed order). -1
+    for a group under no claim (or a token of the earlier three-part form: 0)."""
+    if not token:
+        return -1
+    parts = token.split(".")
+    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else 0
 
 
 def group_hash(group: str) -> int:

@@ -236,8 +236,11 @@ class FifoService:
         now = self._clock.now_ms()
         groups = store.ready_groups(queue.queue_id, placed.id, now, GROUPS_PER_READ)
         # Oldest ready group first, filled before the next: SQS returns as many messages of
-        # one group as it can. Receivers that meet on a group: one wins, the others' next
-        # pass finds the group held and takes the next one.
+        # one group as it can. Groups one receive held turn visible together: they come
+        # behind the groups that waited, in the order it took them (SQS's observed order).
+        # Receivers that meet on a group: one wins, the others' next pass finds the group
+        # held and takes the next one.
+        groups = sorted(groups, key=lambda g: (g.visible_at, g.place))
         plans: list[tuple[GroupState, list[FifoEntry], str]] = []
         room = wanted - len(got)
         for group in groups:
@@ -247,7 +250,7 @@ class FifoService:
             if taken:
                 last = (taken[-1].message.sequence_number or "") if whole else ""
                 plans.append((group, taken, fifo.claim_token(new_claim_token(), len(taken),
-                                                             last)))
+                                                             last, len(plans))))
                 room -= len(taken)
         if not plans:
             return

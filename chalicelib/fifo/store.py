@@ -25,6 +25,7 @@ class GroupState:
     shard: int
     group: str
     visible_at: int
+    place: int = -1  # its place in the receive that holds or last held it (`claim_place`)
 
 
 @dataclass(frozen=True)

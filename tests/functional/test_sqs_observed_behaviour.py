@@ -207,3 +207,54 @@ def test_after_a_switch_to_high_throughput_a_dedup_id_is_per_group(sqs: Any) -> 
     assert bodies == ["before", "in g1", "in g2"]
     # AND within one group the id still deduplicates
     assert _send(sqs, url, "again", group="g1", dedup="same")["MessageId"] == one["MessageId"]
+
+
+# -- 13: groups just received go behind the others -------------------------------------------
+
+def _five_in_three_groups(sqs: Any, name: str) -> str:
+    url = _fifo(sqs, name)
+    for group, body in (("g1", "g1-m1"), ("g2", "g2-m1"), ("g2", "g2-m2"), ("g3", "g3-m1"),
+                        ("g1", "g1-m2")):
+        _send(sqs, url, body, group=group)
+    return url
+
+
+def test_groups_just_received_go_behind_the_others(sqs: Any) -> None:
+    # GIVEN g1-m1, g2-m1, g2-m2, g3-m1, g1-m2 sent in that order
+    url = _five_in_three_groups(sqs, "behind.fifo")
+    # WHEN three are received with no visibility timeout
+    first = [m["Body"] for m in _receive(sqs, url, 3, VisibilityTimeout=0)]
+    # THEN they are g1's two and g2's first (AWS's recorded answer)
+    assert first == ["g1-m1", "g1-m2", "g2-m1"]
+    # AND the next receive serves g3, never received, before g1 and g2, in the order they
+    # were received
+    second = [m["Body"] for m in _receive(sqs, url, 10)]
+    assert second == ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+
+
+def test_query_receives_put_groups_just_received_behind(dmq: Client, sqs: Any) -> None:
+    _five_in_three_groups(sqs, "behind-query.fifo")
+
+    def bodies(**params: str) -> list[str]:
+        status, root = query(dmq, "behind-query.fifo", "ReceiveMessage", **params)
+        assert status == 200
+        return [m.findtext(f"{NS}Body") or ""
+                for m in root.findall(f"{NS}ReceiveMessageResult/{NS}Message")]
+
+    assert bodies(MaxNumberOfMessages="3", VisibilityTimeout="0") == [
+        "g1-m1", "g1-m2", "g2-m1"]
+    assert bodies(MaxNumberOfMessages="10") == ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+
+
+def test_groups_received_together_come_back_in_the_order_they_were_taken(
+        sqs: Any, clock: FakeClock) -> None:
+    # GIVEN group "zeta" older than group "alpha"
+    url = _fifo(sqs, "taken.fifo")
+    _send(sqs, url, "zeta-m1", group="zeta")
+    clock.advance(0.001)
+    _send(sqs, url, "alpha-m1", group="alpha")
+    # WHEN both are received together with no visibility timeout, then again
+    assert [m["Body"] for m in _receive(sqs, url, 10, VisibilityTimeout=0)] == [
+        "zeta-m1", "alpha-m1"]
+    # THEN they come back in the order they were taken, not by name
+    assert [m["Body"] for m in _receive(sqs, url, 10)] == ["zeta-m1", "alpha-m1"]

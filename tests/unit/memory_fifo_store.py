@@ -30,6 +30,7 @@ class _Group:
     last: str = ""
     held: set[str] | None = None
     rc: int = 0
+    claim: str = ""
 
 
 @dataclass
@@ -114,9 +115,11 @@ class MemoryFifoStore:
     def ready_groups(self, queue_id: str, shard: int, now_ms: int,
                      limit: int) -> list[GroupState]:
         with self.table.lock:
-            ready = sorted((g.visible_at, name) for (q, s, name), g in self.table.groups.items()
+            ready = sorted((g.visible_at, name, g.claim)
+                           for (q, s, name), g in self.table.groups.items()
                            if (q, s) == (queue_id, shard) and g.visible_at <= now_ms)
-        return [GroupState(shard, name, visible_at) for visible_at, name in ready[:limit]]
+        return [GroupState(shard, name, visible_at, fifo.claim_place(claim))
+                for visible_at, name, claim in ready[:limit]]
 
     def head(self, queue_id: str, shard: int, group: str, limit: int) -> list[FifoEntry]:
         prefix = fifo.message_prefix(group)
@@ -143,6 +146,7 @@ class MemoryFifoStore:
                 item = t.groups[(queue_id, group.shard, group.group)]
                 item.visible_at, item.held, item.rc = until, {e.sort_key for e in entries}, len(
                     entries)
+                item.claim = token
                 for entry in entries:
                     stored = t.messages[(queue_id, entry.shard, entry.sort_key)]
                     stored.until, stored.claim = until, token
@@ -273,7 +277,7 @@ class MemoryFifoStore:
         if item.n <= 0:
             del self.table.groups[key]
         else:
-            item.visible_at, item.rc = now_ms, 0
+            item.visible_at, item.rc, item.claim = now_ms, 0, ""
 
     def change_visibility(self, ref: MessageRef, until: int, now_ms: int) -> str:
         t = self.table

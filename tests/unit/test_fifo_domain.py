@@ -57,3 +57,12 @@ def test_dedup_keys_by_scope_and_generation() -> None:
         fifo.dedup_key("messageGroup", "g2", "d", 5)
     assert fifo.dedup_key("queue", "g", "d", 5) != fifo.dedup_key("queue", "g", "d", 6)
     assert fifo.content_dedup_id("body") == hashlib.sha256(b"body").hexdigest()
+
+
+def test_a_claim_token_carries_its_size_last_number_and_place() -> None:
+    token = fifo.claim_token("abc", 2, fifo.sequence_number(7), 3)
+    assert fifo.parse_claim_token(token) == (2, fifo.sequence_number(7))
+    assert fifo.claim_place(token) == 3
+    # a token of the earlier three-part form (a claim made before) still parses
+    assert fifo.parse_claim_token("abc.2.") == (2, "") and fifo.claim_place("abc.2.") == 0
+    assert fifo.claim_place("") == -1
