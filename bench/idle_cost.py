@@ -49,11 +49,12 @@ class IdleServer:
     `on_disk` keeps the store's database in the temporary folder, as `make run` does
     (otherwise in memory)."""
 
-    def __init__(self, on_disk: bool = False) -> None:
+    def __init__(self, on_disk: bool = False, env: dict[str, str] | None = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="dmq-idle-"))
         self.store = DynamoDBLocal(self.folder / "dynamodb" if on_disk else None)
         self.proxy: CountingProxy | None = None
         self.dmq: Server | None = None
+        self.env = dict(env or {})  # DMQ's own settings besides the store's
 
     def start(self) -> IdleServer:
         """Start all three; the DMQ server answers when this returns."""
@@ -68,7 +69,7 @@ class IdleServer:
         assert self.proxy is not None
         if self.dmq is not None:
             self.dmq.stop()
-        extra = {"DMQ_DYNAMODB_ENDPOINT": self.proxy.endpoint if counted else
+        extra = {**self.env, "DMQ_DYNAMODB_ENDPOINT": self.proxy.endpoint if counted else
                  self.store.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                  "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
         if not counted:

@@ -25,7 +25,7 @@ import os
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import boto3
 
 from bench.idle_cost import IdleServer
 from bench.sqs import sqs_client
+from chalicelib.metadata import queue_counts
 from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY
 
 ACCOUNTS = 10
@@ -63,17 +64,24 @@ def _account(n: int) -> str:
 def load_queues(server: IdleServer, count: int) -> float:
     """Copy a queue made through SQS `count` times into the queues table; the seconds."""
     assert server.dmq is not None
-    sqs = sqs_client(server.dmq.url)
-    sqs.create_queue(QueueName="many-template")
-    db = boto3.client("dynamodb", endpoint_url=server.store.endpoint, region_name="us-east-1",
+    sqs_client(server.dmq.url).create_queue(QueueName="many-template")
+    return copy_queues(server.store.endpoint, "000000000000/many-template", count,
+                       lambda n: (_account(n), f"many-{n:06d}"))
+
+
+def copy_queues(store: str, template_id: str, count: int,
+                named: Callable[[int], tuple[str, str]]) -> float:
+    """Copy the record of queue `template_id` `count` times straight into the queues table
+    of the store at `store` (`named(n)`: the n-th copy's account and name), as a
+    deployment that has grown to that size holds them; the seconds it took."""
+    db = boto3.client("dynamodb", endpoint_url=store, region_name="us-east-1",
                       aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
-    template = next(i for i in db.scan(TableName="dmq-queues")["Items"]
-                    if i["name"]["S"] == "many-template")
+    template = db.get_item(TableName="dmq-queues", Key={"queue_id": {"S": template_id}},
+                           ConsistentRead=True)["Item"]
     start = time.perf_counter()
     batch: list[dict[str, Any]] = []
     for n in range(count):
-        account = _account(n)
-        name = f"many-{n:06d}"
+        account, name = named(n)
         item = {**template, "queue_id": {"S": f"{account}/{name}"},
                 "account": {"S": account}, "name": {"S": name}}
         batch.append({"PutRequest": {"Item": item}})
@@ -82,7 +90,13 @@ def load_queues(server: IdleServer, count: int) -> float:
             while pending:
                 pending = db.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
             batch = []
-    # As CreateQueue does: the catalogue's version moves (a version without one ignores it).
+    # As CreateQueue does: each account's queue counter counts its copies, and the
+    # catalogue's version moves (a version without either ignores them).
+    added = Counter(named(n)[0] for n in range(count))
+    for account, copies in added.items():
+        db.update_item(TableName="dmq-control", Key={"key": {"S": queue_counts.key_of(account)}},
+                       UpdateExpression="ADD n :added",
+                       ExpressionAttributeValues={":added": {"N": str(copies)}})
     db.update_item(TableName="dmq-control", Key={"key": {"S": "catalogue"}},
                    UpdateExpression="ADD n :one", ExpressionAttributeValues={":one": {"N": "1"}})
     return time.perf_counter() - start

@@ -31,6 +31,7 @@ from bench import (
     push,
     request_cost,
     request_dedup,
+    scale,
     stop_time,
     throttle,
 )
@@ -226,8 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     messages stored (`bench/stop_time.py`) and what an idle server costs its store
     (`bench/idle_cost.py`), what each SQS call costs the store in requests, latency
     and dollars (`bench/request_cost.py`), how shards follow a ramp of load
-    (`bench/autoscale.py`), and what a frozen cluster does to the others
-    (`bench/isolation.py`)."""
+    (`bench/autoscale.py`), what a frozen cluster does to the others
+    (`bench/isolation.py`), and DMQ at the scale of many waiting consumers, queues and
+    messages (`bench/scale.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -258,6 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # One cluster's store frozen, the others' latency and errors (a server and two more
     # DynamoDB Locals of its own).
     isolation.main(["--quick"] if quick else [])
+    # DMQ at scale: waiting consumers, 10,000 queues, a million messages, fair share at that
+    # size (servers of their own, one after the other).
+    scale.main(["--quick"] if quick else [])
     return 0
 
 

@@ -63,7 +63,8 @@ class Server:
         threading.Thread(target=read, name=f"bench-{self.name}-output", daemon=True).start()
 
     def wait_answering(self, timeout_s: float = START_TIMEOUT_S) -> float:
-        """Poll ListQueues until it succeeds; return seconds since the process was spawned."""
+        """Poll ListQueues until it is answered (served, or refused for its credentials);
+        return seconds since the process was spawned."""
         sqs = sqs_client(self.url, 1, read_timeout=10, attempts=1)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -72,7 +73,11 @@ class Server:
             try:
                 sqs.list_queues()
                 return time.perf_counter() - self.started
-            except (BotoCoreError, ClientError):
+            except ClientError as exc:  # refused (authentication required) is an answer
+                if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500) < 500:
+                    return time.perf_counter() - self.started
+                time.sleep(0.05)
+            except BotoCoreError:
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"{self.name} did not answer on {self.url}; its last output:\n"
