@@ -99,9 +99,12 @@ fuzz: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.fuzz --cases 100000 $(FUZZ_ARGS)
 
 # DMQ at a fixed rate for 30 minutes (SOAK_ARGS="--duration 120" for a short run):
-# is latency and memory flat? Writes docs/soak.md and docs/soak.png.
+# is latency and memory flat? Writes docs/soak.md and docs/soak.png. Then the mixed soak:
+# 10,000 queues, 500 waiting consumers, 200 messages/s for 10 minutes (MIXED_SOAK_ARGS=
+# "--duration 60 --queues 1000 --consumers 50 --rate 50" for a short run).
 soak: $(STAMP) $(DDBLOCAL)
 	$(PY) -m bench.soak $(SOAK_ARGS)
+	$(PY) -m bench.soak_mixed $(MIXED_SOAK_ARGS)
 
 # `dmq` against the local DMQ: make admin ARGS="queues list". dmq finds the server that
 # `make run` started by itself (the server.json in its data folder, with the CA file when

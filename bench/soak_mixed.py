@@ -1,0 +1,311 @@
+"""The mixed soak (part of `make soak`): many queues, many waiting consumers, a steady
+stream of messages, for ten minutes. Is anything lost, does anything fail, do latency and
+memory stay flat?
+
+    python -m bench.soak_mixed [--duration 600] [--queues 10000] [--consumers 500]
+                               [--rate 200]
+
+DynamoDB Local, with DMQ's local server on it (`bench/idle_cost.py`'s `IdleServer`).
+`--queues` queues are copied straight into the queues table (`bench/many_queues.py`), as a
+deployment that has grown to that size holds them. `--consumers` consumers each long-poll
+a queue of their own (WaitTimeSeconds=20, up to ten messages) and delete what they get in
+one batch; producers send `--rate` messages a second, one SendMessage each, spread over
+the consumers' queues. Every 10 s a sample records the window's SendMessage and
+send-to-receipt latencies and the resident memory of DMQ and of DynamoDB Local. At the end
+the producers stop and the consumers drain: every message sent must have been received.
+
+Targets: 0 lost, 0 answers of 500 or more, p99 of the last window at most 1.5x the first
+(SendMessage and send-to-receipt), DMQ's memory after the warm-up growing by less than 10%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from bench.idle_cost import IdleServer
+from bench.many_queues import copy_queues
+from bench.servers import tree_rss_mib
+from bench.soak_report import P99_RATIO, RSS_GROWTH
+from bench.sqs import sqs_client
+from bench.timing import percentile
+
+ROOT = Path(__file__).resolve().parent.parent
+ACCOUNT = "000000000000"
+SEND, RECEIPT = "SendMessage", "send-to-receipt"
+PRODUCERS = 8
+WAIT_S = 20
+DRAIN_S = 60.0
+WINDOW_SHARE = 0.2  # the first and last windows compared: a fifth of the run each
+WARM_UP_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class MixedSample:
+    """One sampling window."""
+
+    at_s: float
+    send_p99_ms: float
+    receipt_p99_ms: float
+    dmq_rss_mib: float
+    store_rss_mib: float
+    sent: int
+    received: int
+
+
+@dataclass
+class MixedFigures:
+    """The run's samples, totals and verdict."""
+
+    duration_s: float
+    queues: int
+    consumers: int
+    rate: float
+    samples: list[MixedSample] = field(default_factory=list)
+    sent: int = 0
+    received: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    first_p99_ms: dict[str, float] = field(default_factory=dict)
+    last_p99_ms: dict[str, float] = field(default_factory=dict)
+    rss_growth: float = 0.0
+    verdict: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def server_errors(self) -> int:
+        return sum(n for code, n in self.errors.items() if code.startswith("5"))
+
+
+def _code(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return f"{status} {exc.response.get('Error', {}).get('Code', '')}"
+    return f"599 {type(exc).__name__}"
+
+
+class _Mixed:
+    """The producers' and consumers' shared state."""
+
+    def __init__(self, endpoint: str, urls: list[str], rate: float) -> None:
+        self.urls = urls
+        self.rate = rate
+        self.producing = threading.Event()
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.sent_at: dict[int, float] = {}  # message number -> when its send began
+        self.received: Counter[int] = Counter()
+        self.calls: list[tuple[float, str, float]] = []  # (at, what, ms)
+        self.errors: Counter[str] = Counter()
+        self.consumer_sqs = sqs_client(endpoint, len(urls) + 10, read_timeout=WAIT_S + 30,
+                                       attempts=1)
+        self.producer_sqs = sqs_client(endpoint, PRODUCERS + 2, attempts=1)
+
+    def _failed(self, exc: Exception) -> None:
+        with self.lock:
+            self.errors[_code(exc)] += 1
+
+    def produce(self, number: int) -> None:
+        gap = PRODUCERS / self.rate
+        next_at = time.monotonic()
+        k = number
+        while self.producing.is_set():
+            time.sleep(max(0.0, next_at - time.monotonic()))
+            next_at += gap
+            began = time.monotonic()
+            try:
+                self.producer_sqs.send_message(QueueUrl=self.urls[k % len(self.urls)],
+                                               MessageBody=str(k))
+            except (BotoCoreError, ClientError) as exc:
+                self._failed(exc)
+                k += PRODUCERS
+                continue
+            now = time.monotonic()
+            with self.lock:
+                self.sent_at[k] = began
+                self.calls.append((began - self.started, SEND, (now - began) * 1000))
+            k += PRODUCERS
+
+    def consume(self, url: str) -> None:
+        while not self.stop.is_set():
+            try:
+                got = self.consumer_sqs.receive_message(
+                    QueueUrl=url, WaitTimeSeconds=WAIT_S, MaxNumberOfMessages=10)
+            except (BotoCoreError, ClientError) as exc:
+                self._failed(exc)
+                time.sleep(0.5)
+                continue
+            messages = got.get("Messages", [])
+            now = time.monotonic()
+            with self.lock:
+                for message in messages:
+                    k = int(message["Body"])
+                    self.received[k] += 1
+                    began = self.sent_at.get(k)
+                    if began is not None:
+                        self.calls.append((began - self.started, RECEIPT, (now - began) * 1000))
+            if messages:
+                try:
+                    self.consumer_sqs.delete_message_batch(QueueUrl=url, Entries=[
+                        {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]}
+                        for n, m in enumerate(messages)])
+                except (BotoCoreError, ClientError) as exc:
+                    self._failed(exc)
+
+    def window(self, start: float, end: float, what: str) -> float:
+        with self.lock:
+            picked = [ms for at, w, ms in self.calls if w == what and start <= at < end]
+        return round(percentile(picked, 99), 1)
+
+
+def _drive(server: IdleServer, args: argparse.Namespace) -> MixedFigures:
+    assert server.dmq is not None
+    endpoint = server.dmq.url
+    sqs_client(endpoint).create_queue(QueueName="mixed-template")
+    copy_queues(server.store.endpoint, f"{ACCOUNT}/mixed-template", args.queues - 1,
+                lambda n: (ACCOUNT, f"mixed-{n:06d}"))
+    urls = [f"{endpoint}/{ACCOUNT}/mixed-{n:06d}" for n in range(args.consumers)]
+    mixed = _Mixed(endpoint, urls, args.rate)
+    consumers = [threading.Thread(target=mixed.consume, args=(u,), daemon=True) for u in urls]
+    for thread in consumers:
+        thread.start()
+    time.sleep(5.0)  # the polls are open
+    mixed.started = time.monotonic()
+    mixed.producing.set()
+    producers = [threading.Thread(target=mixed.produce, args=(n,), daemon=True)
+                 for n in range(PRODUCERS)]
+    for thread in producers:
+        thread.start()
+    figures = MixedFigures(args.duration, args.queues, args.consumers, args.rate)
+    dmq_pid, store_pid = server.dmq.process.pid, server.store.pid
+    try:
+        ends = mixed.started + args.duration
+        while (left := ends - time.monotonic()) > 0:
+            time.sleep(min(args.interval, left))
+            at = time.monotonic() - mixed.started
+            with mixed.lock:
+                sent, received = len(mixed.sent_at), sum(mixed.received.values())
+            sample = MixedSample(
+                round(at, 1), mixed.window(at - args.interval, at, SEND),
+                mixed.window(at - args.interval, at, RECEIPT), tree_rss_mib(dmq_pid),
+                tree_rss_mib(store_pid) if store_pid else 0.0, sent, received)
+            figures.samples.append(sample)
+            print(f"{sample.at_s:7.1f} s  p99 ms: send {sample.send_p99_ms:.0f}, receipt "
+                  f"{sample.receipt_p99_ms:.0f}; RSS DMQ {sample.dmq_rss_mib:.0f} MiB, store "
+                  f"{sample.store_rss_mib:.0f} MiB; sent {sent:,}, received {received:,}",
+                  flush=True)
+    finally:
+        mixed.producing.clear()
+        for thread in producers:
+            thread.join(timeout=10)
+        drain_until = time.monotonic() + DRAIN_S
+        while time.monotonic() < drain_until:
+            with mixed.lock:
+                if all(mixed.received[k] for k in mixed.sent_at):
+                    break
+            time.sleep(0.5)
+        mixed.stop.set()
+    return _judge(figures, mixed)
+
+
+def _judge(figures: MixedFigures, mixed: _Mixed) -> MixedFigures:
+    end = figures.duration_s
+    window = end * WINDOW_SHARE
+    with mixed.lock:
+        figures.sent = len(mixed.sent_at)
+        figures.received = sum(1 for k in mixed.sent_at if mixed.received[k])
+        figures.lost = figures.sent - figures.received
+        figures.duplicates = sum(n - 1 for n in mixed.received.values() if n > 1)
+        figures.errors = dict(mixed.errors)
+    for what in (SEND, RECEIPT):
+        figures.first_p99_ms[what] = mixed.window(0, window, what)
+        figures.last_p99_ms[what] = mixed.window(end - window, end + 1, what)
+    warm = [s for s in figures.samples if s.at_s >= end * WARM_UP_SHARE] or figures.samples
+    if warm and warm[0].dmq_rss_mib:
+        figures.rss_growth = round((warm[-1].dmq_rss_mib - warm[0].dmq_rss_mib)
+                                   / warm[0].dmq_rss_mib, 4)
+    figures.verdict = {
+        "lost": figures.lost == 0,
+        "5xx": figures.server_errors == 0,
+        "latency flat": all(figures.last_p99_ms[w] <= P99_RATIO * figures.first_p99_ms[w]
+                            for w in (SEND, RECEIPT) if figures.first_p99_ms[w]),
+        "memory flat": figures.rss_growth < RSS_GROWTH,
+    }
+    return figures
+
+
+def markdown(f: MixedFigures) -> str:
+    """The figures as a Markdown table, each against its target."""
+    def row(what: str, figure: str, target: str, ok: bool) -> str:
+        return f"| {what} | {figure} | {target} | {'PASS' if ok else 'FAIL'} |"
+
+    errors = ", ".join(f"{k}: {v}" for k, v in sorted(f.errors.items())) or "none"
+    first, last = f.first_p99_ms, f.last_p99_ms
+    dmq = [s.dmq_rss_mib for s in f.samples]
+    store = [s.store_rss_mib for s in f.samples]
+    return "\n".join([
+        f"Mixed soak: {f.queues:,} queues, {f.consumers:,} waiting consumers, {f.rate:g} "
+        f"messages/s for {f.duration_s / 60:g} minutes", "",
+        "| | figure | target | |", "|---|---|---|---|",
+        row("messages lost", f"{f.lost} of {f.sent:,} ({f.duplicates} received twice)", "0",
+            f.verdict["lost"]),
+        row("answers of 500 or more", f"{f.server_errors} (errors: {errors})", "0",
+            f.verdict["5xx"]),
+        row("SendMessage p99, first / last fifth", f"{first[SEND]:.1f} / {last[SEND]:.1f} ms",
+            f"last <= {P99_RATIO:g}x first", f.verdict["latency flat"]),
+        row("send-to-receipt p99, first / last fifth",
+            f"{first[RECEIPT]:.1f} / {last[RECEIPT]:.1f} ms", f"last <= {P99_RATIO:g}x first",
+            f.verdict["latency flat"]),
+        row("DMQ's memory after the warm-up",
+            f"{min(dmq, default=0):.0f} to {max(dmq, default=0):.0f} MiB "
+            f"({f.rss_growth:+.1%}); DynamoDB Local {min(store, default=0):.0f} to "
+            f"{max(store, default=0):.0f} MiB", f"growth < {RSS_GROWTH:.0%}",
+            f.verdict["memory flat"]),
+    ])
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="python -m bench.soak_mixed", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds (default 600)")
+    parser.add_argument("--queues", type=int, default=10_000)
+    parser.add_argument("--consumers", type=int, default=500, help="one queue each")
+    parser.add_argument("--rate", type=float, default=200.0, help="messages/s (default 200)")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--json", type=Path, default=ROOT / ".dmq" / "soak-mixed.json",
+                        help="the figures as JSON (default .dmq/soak-mixed.json)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the mixed soak and print its table; 1 when a target failed."""
+    args = parse_args(argv)
+    if args.consumers > args.queues:
+        raise SystemExit("--consumers must not pass --queues (one queue each)")
+    print(f"mixed soak: {args.queues:,} queues, {args.consumers:,} waiting consumers, "
+          f"{args.rate:g} messages/s for {args.duration:g} s ...", flush=True)
+    server = IdleServer()
+    try:
+        server.start()
+        server.start_dmq(counted=False)  # on the store itself: the proxy would slow it
+        figures = _drive(server, args)
+    finally:
+        server.stop()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(asdict(figures), indent=2) + "\n", encoding="utf-8")
+    print("\n" + markdown(figures) + "\n", flush=True)
+    return 0 if all(figures.verdict.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
