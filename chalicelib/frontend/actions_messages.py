@@ -8,7 +8,7 @@ from typing import Any
 from chalicelib.domain.messages import AttributeValue, Message
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.frontend.actions_queues import queue_of
-from chalicelib.frontend.batches import batch_entries, failed_entries
+from chalicelib.frontend.batches import batch_entries, batch_result
 from chalicelib.frontend.context import RequestContext
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
@@ -26,6 +26,9 @@ SYSTEM_NAMES = (
     "SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader",
     "DeadLetterQueueSourceArn",
 )
+
+# The MessageAttributeNames that select every attribute of a message.
+ALL_ATTRIBUTES = frozenset({"All", "*", ".*"})
 
 
 def _send_request(p: Params, entry_id: str = "", trace_header: str | None = None) -> SendRequest:
@@ -76,10 +79,7 @@ def send_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Respons
     requests = [_send_request(e, e.required_str("Id"), ctx.trace_header) for e in entries]
     sent, failures = svc.messages.send_batch(
         queue, requests, _call(svc, ctx, queue, "SendMessageBatch"))
-    return {
-        "Successful": [{"Id": entry_id, **_sent(m)} for entry_id, m in sent],
-        "Failed": failed_entries(failures),
-    }
+    return batch_result([{"Id": entry_id, **_sent(m)} for entry_id, m in sent], failures)
 
 
 def _bounded(p: Params, name: str, low: int, high: int) -> int | None:
@@ -121,11 +121,13 @@ def _system_attributes(message: Message, names: set[str]) -> dict[str, str]:
 
 
 def _selected(message: Message, wanted: list[str]) -> dict[str, AttributeValue]:
+    """The message attributes MessageAttributeNames selects: `All`, `*` or `.*` every one,
+    `Name.*` those whose names start with `Name`, others by their exact names."""
     if not wanted:
         return {}
-    if "All" in wanted or ".*" in wanted:
+    if ALL_ATTRIBUTES.intersection(wanted):
         return dict(message.attributes)
-    prefixes = tuple(w[:-1] for w in wanted if w.endswith(".*"))
+    prefixes = tuple(w[:-2] for w in wanted if w.endswith(".*"))
     return {
         k: v for k, v in message.attributes.items()
         if k in wanted or (prefixes and k.startswith(prefixes))
@@ -173,7 +175,7 @@ def delete_message_batch(svc: Services, ctx: RequestContext, p: Params) -> Respo
         for e in batch_entries(p, "DeleteMessageBatchRequestEntry")
     ]
     done, failures = svc.messages.delete(queue, entries)
-    return {"Successful": [{"Id": i} for i in done], "Failed": failed_entries(failures)}
+    return batch_result([{"Id": i} for i in done], failures)
 
 
 def _visibility_timeout(p: Params) -> int:
@@ -200,7 +202,7 @@ def change_message_visibility_batch(svc: Services, ctx: RequestContext, p: Param
         for e in batch_entries(p, "ChangeMessageVisibilityBatchRequestEntry")
     ]
     done, failures = svc.messages.change_visibility(queue, entries)
-    return {"Successful": [{"Id": i} for i in done], "Failed": failed_entries(failures)}
+    return batch_result([{"Id": i} for i in done], failures)
 
 
 def _raise_single(failures: list[EntryFailure]) -> None:

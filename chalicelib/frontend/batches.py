@@ -41,6 +41,18 @@ def batch_entries(params: Params, entry_shape: str) -> list[Params]:
     return entries
 
 
+def batch_result(successful: list[dict[str, object]],
+                 failures: list[EntryFailure]) -> dict[str, object]:
+    """A batch response: its Successful and Failed entries, an empty list left out as
+    SQS leaves it out (a batch without failures has no "Failed" member)."""
+    result: dict[str, object] = {}
+    if successful:
+        result["Successful"] = successful
+    if failures:
+        result["Failed"] = failed_entries(failures)
+    return result
+
+
 def failed_entries(failures: list[EntryFailure]) -> list[dict[str, object]]:
     """The Failed list of a batch response."""
     return [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
@@ -16,7 +15,7 @@ from chalicelib.service.exceptions import (
 from chalicelib.service.text import first_invalid_character, has_invalid_characters, utf8_length
 
 MAX_ATTRIBUTES = 10
-_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_\-.]+\Z")
+_NAME_PUNCTUATION = frozenset("_-.")
 MAX_NAME_BYTES = 256
 _BASE_TYPES = ("String", "Number", "Binary")
 TRACE_HEADER = "AWSTraceHeader"
@@ -63,8 +62,9 @@ def _check_name(name: str) -> None:
             "strings are reserved for internal use. Additionally, they cannot start or end "
             "with '.'."
         )
-    if not _ATTRIBUTE_NAME.match(name) or ".." in name:
-        # SQS's wording, "upper and lower score" and the trailing space included
+    if not all(c.isalnum() or c in _NAME_PUNCTUATION for c in name) or ".." in name:
+        # Letters and digits of any script: SQS accepts "attr.1\u00f8\u00df\u00e4".
+        # SQS's wording, "upper and lower score" and the trailing space included.
         raise invalid(
             "Message (user) attributes name can only contain upper and lower score characters, "
             "digits, periods, hyphens and underscores. "

@@ -196,6 +196,8 @@ class QueueService(QueueChanges):
         """GetQueueAttributes; the message counts are read only when asked for."""
         wanted = rules_of(queue).validate_readable(list(names))
         values = dict(queue.attributes)
+        if not values.get("KmsMasterKeyId"):  # SQS shows the reuse period with a key only
+            values.pop("KmsDataKeyReusePeriodSeconds", None)
         values.update(
             CreatedTimestamp=str(queue.created_ms // 1000),
             LastModifiedTimestamp=str(queue.modified_ms // 1000),

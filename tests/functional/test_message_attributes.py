@@ -131,7 +131,9 @@ def test_system_attribute_digest_is_returned_on_send(sqs: Any) -> None:
         (["All"], {"foo.a", "foo.b", "foobar", "other"}),
         ([".*"], {"foo.a", "foo.b", "foobar", "other"}),
         (["other"], {"other"}),
-        (["foo.*"], {"foo.a", "foo.b"}),
+        # a prefix before ".*", as SQS reads it ("Hel.*" selects "Hello" and "Help.Me")
+        (["foo.*"], {"foo.a", "foo.b", "foobar"}),
+        (["*"], {"foo.a", "foo.b", "foobar", "other"}),
         (["foo.a", "other"], {"foo.a", "other"}),
         (["missing"], set()),
     ],
