@@ -1,9 +1,11 @@
 """SQS's Query protocol: `Action=...&Version=2012-11-05`, form-encoded or in the query
-string, at `/` or at a queue's URL; answers in XML.
+string, at `/` or at a queue's URL; answers in XML, or in JSON to a request that accepts
+`application/json` (`query_json`), as SQS does.
 
 One more adapter beside `json_protocol`: the form is decoded into the JSON protocol's
 parameters (`query_input`), the same action table serves it, and the result or the error
-(mapped by `errors.to_sqs_error`, the one place) is written as XML (`query_output`).
+(mapped by `errors.to_sqs_error`, the one place) is written as XML (`query_output`) or
+JSON (`query_json`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from urllib.parse import parse_qsl
 from botocore.model import OperationModel
 
 from chalicelib import observability
-from chalicelib.frontend import query_input, query_output
+from chalicelib.frontend import query_input, query_json, query_output
 from chalicelib.frontend.context import (
     base_url_from_headers,
     context_from_headers,
@@ -129,6 +131,7 @@ def handle(
     error in XML. Metered as the JSON protocol meters; `secure` as it takes it."""
     request_id = str(uuid.uuid4())
     lowered = {k.lower(): v for k, v in request.headers.items()}
+    as_json = query_json.wants_json(lowered)
     action, params, account, queue = "", Params({}), "", None
     try:
         caller = authenticate() if authenticate is not None else None
@@ -150,15 +153,16 @@ def handle(
         queue = queue_named(params.data, context.queue_parts_or_none())
         routed, context = route(services_for, services, action, context)
         result = dispatch(action, routed, context, params)
-        body = query_output.response(model, result, request_id)
+        writer = query_json if as_json else query_output
+        body = writer.response(model, result, request_id)
     except Exception as exc:  # noqa: BLE001 - every error becomes an SQS error response
         error = to_sqs_error(exc)
         observability.name_request(action, account, queue)
         meter_request(meter, account, action, params, None, outcome_of(error), queue)
-        return error_response(error, request_id)
+        return error_response(error, request_id, as_json)
     observability.name_request(action, account, queue)
     meter_request(meter, account, action, params, result, queue=queue)
-    return HttpResponse(200, _headers(request_id), body)
+    return HttpResponse(200, _headers(request_id, as_json), body)
 
 
 def _parse(
@@ -188,15 +192,18 @@ def _parse(
     return action, model, Params(data), named_queue(data.get("QueueUrl"))
 
 
-def _headers(request_id: str) -> dict[str, str]:
-    return {"Content-Type": CONTENT_TYPE, "x-amzn-RequestId": request_id}
+def _headers(request_id: str, as_json: bool = False) -> dict[str, str]:
+    content_type = query_json.CONTENT_TYPE if as_json else CONTENT_TYPE
+    return {"Content-Type": content_type, "x-amzn-RequestId": request_id}
 
 
-def error_response(error: SqsError, request_id: str) -> HttpResponse:
-    """An SQS Query error: `<ErrorResponse>` with the legacy code, at the error's status
-    (a request without an action gets SQS's bare `<UnknownOperationException/>`)."""
+def error_response(error: SqsError, request_id: str, as_json: bool = False) -> HttpResponse:
+    """An SQS Query error: `<ErrorResponse>` (or its JSON, `as_json`) with the legacy code,
+    at the error's status (a request without an action gets SQS's bare
+    `<UnknownOperationException/>`, in XML whatever it accepts, as SQS answers it)."""
     if isinstance(error, UnknownOperationError):
         return HttpResponse(error.status, _headers(request_id), "<UnknownOperationException/>")
     message = _QUERY_MESSAGES.get(error.message, error.message)
-    return HttpResponse(error.status, _headers(request_id),
-                        query_output.error(error, message, request_id))
+    writer = query_json if as_json else query_output
+    return HttpResponse(error.status, _headers(request_id, as_json),
+                        writer.error(error, message, request_id))
