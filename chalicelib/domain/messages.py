@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -188,8 +189,8 @@ def new_message_id(now_ms: int) -> str:
     """A UUIDv7: 48 bits of send time, then a 12-bit sequence within the millisecond.
 
     Ids from one process sort in send order even within a millisecond. Ids derived from a
-    request (`derived_message_id`) do not: nothing may take the order of message ids (the
-    sort keys) for the order of sends; `sent_ms` is that order.
+    request (`call_message_id`) sort in the request's order only: nothing may take the
+    order of message ids (the sort keys) for the order of sends; `sent_ms` is that order.
     """
     with _ID_LOCK:
         millis, sequence = _last_id
@@ -204,14 +205,17 @@ def new_message_id(now_ms: int) -> str:
     return str(uuid.UUID(bytes=bytes(value)))
 
 
-def derived_message_id(*parts: str) -> str:
-    """A UUIDv8 (RFC 9562) made of the SHA-256 of `parts`: the same parts give the same id.
-
-    Request deduplication names a message by the request that sent it, so that a retry of
-    that request names the same message (docs/request-dedup.md).
-    """
-    digest = hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode("utf-8")).digest()
-    value = bytearray(digest[:16])
+def call_message_id(call: Sequence[str], position: int, entry: Sequence[str]) -> str:
+    """A UUIDv8 (RFC 9562) for the message at `position` of one call: 48 bits of the
+    SHA-256 of `call`, the position in 12 bits, then 62 bits of the SHA-256 of the call and
+    `entry`. The same call and entry give the same id, and the ids of one call sort in the
+    call's order, as a process's UUIDv7s do: a batch's messages, sent in one millisecond,
+    come back in the batch's order (the index orders equal times by message id)."""
+    whole = hashlib.sha256(json.dumps([list(call), list(entry)],
+                                      separators=(",", ":")).encode("utf-8")).digest()
+    prefix = hashlib.sha256(json.dumps(list(call), separators=(",", ":")).encode(
+        "utf-8")).digest()
+    value = bytearray(prefix[:6] + (position & 0xFFF).to_bytes(2, "big") + whole[:8])
     value[6] = (value[6] & 0x0F) | 0x80  # version 8
     value[8] = (value[8] & 0x3F) | 0x80  # RFC 4122 variant
     return str(uuid.UUID(bytes=bytes(value)))

@@ -42,6 +42,9 @@ class SendRequest:
     trace_header: str | None = None
     message_group_id: str | None = None
     deduplication_id: str | None = None
+    # The entry's place in its request (0 for SendMessage): the order of the request's
+    # messages among those sent in the same millisecond.
+    position: int = 0
 
     def digest(self) -> str:
         """A digest of the parameters the message is made of (request deduplication: the

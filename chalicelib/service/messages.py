@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from chalicelib.backend.items import changed_shards
@@ -179,7 +180,8 @@ class MessageService:
         kind = self._kind(queue)
         prepared: list[tuple[str, Message]] = []
         failures: list[EntryFailure] = []
-        for request in requests:
+        for position, request in enumerate(requests):
+            request = replace(request, position=position)
             try:
                 prepared.append((request.entry_id, kind.prepare(
                     queue, request, now, call,

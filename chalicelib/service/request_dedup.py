@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chalicelib.domain.messages import derived_message_id
+from chalicelib.domain.messages import call_message_id
 from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.fifo.service import is_fifo
 
@@ -41,11 +41,12 @@ class SendCall:
     action: str
     invocation_id: str
 
-    def message_id(self, entry_id: str, digest: str) -> str:
+    def message_id(self, entry_id: str, digest: str, position: int = 0) -> str:
         """The id of one entry's message. `digest` is of the entry's parameters: the same
-        invocation id with other parameters is no retry, and names another message."""
-        return derived_message_id(self.caller, self.queue_id, self.action,
-                                  self.invocation_id, entry_id, digest)
+        invocation id with other parameters is no retry, and names another message. The
+        ids of one call sort in the order of its entries (`position`)."""
+        return call_message_id((self.caller, self.queue_id, self.action, self.invocation_id),
+                               position, (entry_id, digest))
 
     def cluster(self, queue: QueueRecord) -> str:
         """The cluster of the call's messages: one per call, so that a batch is one write,

@@ -68,8 +68,8 @@ class StandardMessages:
                 call: SendCall | None, build: Build) -> Message:
         """A standard message; a deduplicated `call` gives it the id it derives for it."""
         fifo_rules.check_standard_send(request.deduplication_id)
-        return build(request, call.message_id(request.entry_id, request.digest())
-                     if call else None)
+        return build(request, call.message_id(request.entry_id, request.digest(),
+                                              request.position) if call else None)
 
     def store(self, queue: QueueRecord, messages: list[Message],
               call: SendCall | None) -> Stored:

@@ -42,6 +42,13 @@ def _never() -> bool:
     return False
 
 
+def _sent_order(candidate: Candidate) -> tuple[int, str]:
+    """Send time, then message id (the order of one process's, or one request's, messages
+    within a millisecond); an index entry without its send time (a table made by an
+    earlier version) goes by when it turned visible."""
+    return candidate.sent_ms or candidate.visible_at, candidate.message_id
+
+
 class ShardHints:
     """What this process knows of its standard shards: which are empty until when, and
     how often it wrote to each (a write since a read voids that read's empty hint)."""
@@ -240,7 +247,10 @@ class StandardReceiver:
                 return CandidatePage(visible, page.more and not later, page.items_read)
 
             with frontier.reserve(fetch, after, limit, base + now) as page:
-                ordered = list(page.candidates)
+                # Oldest sent first among what the read found: a message visible again
+                # after its timeout goes before those sent after it (SQS's order, as far
+                # as one bounded read of the shard's index reaches).
+                ordered = sorted(page.candidates, key=_sent_order)
                 if contention >= 0.5:
                     random.shuffle(ordered)
                 lost = self._take(queue, placed, ordered, wanted - len(got), timeout, now, got)

@@ -258,3 +258,49 @@ def test_groups_received_together_come_back_in_the_order_they_were_taken(
         "zeta-m1", "alpha-m1"]
     # THEN they come back in the order they were taken, not by name
     assert [m["Body"] for m in _receive(sqs, url, 10)] == ["zeta-m1", "alpha-m1"]
+
+
+# -- 14: a standard queue's oldest messages first --------------------------------------------
+
+def test_a_message_visible_again_comes_before_those_sent_after_it(
+        sqs: Any, clock: FakeClock) -> None:
+    # GIVEN m1 received with a 5 s timeout, then m2 and m3 sent while it is in flight
+    url = str(sqs.create_queue(QueueName="redelivered")["QueueUrl"])
+    sqs.send_message(QueueUrl=url, MessageBody="m1")
+    assert [m["Body"] for m in _receive(sqs, url, 1, VisibilityTimeout=5)] == ["m1"]
+    clock.advance(2)
+    for body in ("m2", "m3"):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+        clock.advance(0.001)  # two calls in one millisecond have no order
+    # WHEN m1's timeout has passed THEN it comes first, as the oldest
+    clock.advance(4)
+    assert [m["Body"] for m in _receive(sqs, url, 10)] == ["m1", "m2", "m3"]
+
+
+def test_a_batch_to_an_idle_queue_comes_back_in_batch_order(sqs: Any) -> None:
+    # GIVEN batches of ten, each to an idle queue, all in one millisecond
+    for round_ in range(5):
+        url = str(sqs.create_queue(QueueName=f"batch-{round_}")["QueueUrl"])
+        bodies = [f"{round_}-{i}" for i in range(10)]
+        result = sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": f"e{i}", "MessageBody": body} for i, body in enumerate(bodies)])
+        assert len(result["Successful"]) == 10
+        # THEN a receive of ten returns them in the batch's order
+        assert [m["Body"] for m in _receive(sqs, url, 10)] == bodies
+
+
+def test_a_query_batch_comes_back_in_batch_order(dmq: Client, sqs: Any) -> None:
+    sqs.create_queue(QueueName="query-batch")
+    bodies = [f"q{i}" for i in range(10)]
+    entries: dict[str, str] = {}
+    for i, body in enumerate(bodies, start=1):
+        entries[f"SendMessageBatchRequestEntry.{i}.Id"] = f"e{i}"
+        entries[f"SendMessageBatchRequestEntry.{i}.MessageBody"] = body
+    form = urlencode({"Version": "2012-11-05", "Action": "SendMessageBatch", **entries})
+    result = dmq.http.post(f"/{ACCOUNT}/query-batch", body=form, headers={
+        **FORM, "amz-sdk-invocation-id": "0b4f3c9e-8d1a-4c55-9a7e-3f1d2b6c7a88"})
+    assert result.status_code == 200
+    status, root = query(dmq, "query-batch", "ReceiveMessage", MaxNumberOfMessages="10")
+    assert status == 200
+    assert [m.findtext(f"{NS}Body") for m in
+            root.findall(f"{NS}ReceiveMessageResult/{NS}Message")] == bodies

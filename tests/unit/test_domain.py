@@ -10,7 +10,7 @@ from chalicelib.domain.messages import (
     Candidate,
     CandidateAction,
     MessageRef,
-    derived_message_id,
+    call_message_id,
     new_message_id,
 )
 from chalicelib.frontend.context import region_from_headers
@@ -33,14 +33,22 @@ def test_message_ids_sort_in_send_order() -> None:
 
 
 def test_derived_message_ids_are_uuidv8_and_name_their_parts_only() -> None:
-    parts = ("000000000000", "000000000000/q", "SendMessage", "inv-1", "", "digest")
-    derived = derived_message_id(*parts)
+    call = ("000000000000", "000000000000/q", "SendMessage", "inv-1")
+    derived = call_message_id(call, 0, ("", "digest"))
     assert uuid.UUID(derived).version == 8
     assert str(uuid.UUID(derived)) == derived
-    assert derived_message_id(*parts) == derived
+    assert call_message_id(call, 0, ("", "digest")) == derived
     # another part, or the same text cut elsewhere, is another id
-    assert derived_message_id(*parts[:-1], "other") != derived
-    assert derived_message_id("a", "bc") != derived_message_id("ab", "c")
+    assert call_message_id(call, 0, ("", "other")) != derived
+    assert call_message_id((*call[:-1], "inv-2"), 0, ("", "digest")) != derived
+    assert call_message_id(("a",), 0, ("bc",)) != call_message_id(("ab",), 0, ("c",))
+
+
+def test_the_derived_ids_of_one_call_sort_in_its_order() -> None:
+    call = ("000000000000", "000000000000/q", "SendMessageBatch", "inv-1")
+    ids = [call_message_id(call, position, (f"e{position}", f"d{9 - position}"))
+           for position in range(10)]
+    assert ids == sorted(ids) and len(set(ids)) == 10
 
 
 @pytest.mark.parametrize(
