@@ -8,6 +8,7 @@ answers) and picks the kind once, in `_kind`.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -19,6 +20,11 @@ from chalicelib.clock import Clock
 from chalicelib.clusters import shards
 from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain import fair_share
+from chalicelib.domain.exceptions import (
+    ClusterUnavailableError,
+    StoreThrottledError,
+    StoreUnavailableError,
+)
 from chalicelib.domain.messages import (
     AttributeValue,
     Counts,
@@ -56,6 +62,13 @@ from chalicelib.service.message_kinds import (
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.request_dedup import SendCall
 from chalicelib.service.standard_messages import StandardMessages
+
+# A long poll's store read that timed out or was throttled is tried again after a pause
+# from RETRY_BASE_S doubling to RETRY_MAX_S (jittered), while RETRY_ROOM_S of its wait is
+# left for the next try.
+RETRY_BASE_S = 0.05
+RETRY_MAX_S = 1.0
+RETRY_ROOM_S = 2.5
 
 __all__ = ["EntryFailure", "HandleEntry", "MessageService", "Received", "SendRequest"]
 
@@ -247,9 +260,23 @@ class MessageService:
         deadline = self._clock.now_ms() + wait * 1000
         # A wall-clock bound as well, so that a long poll ends even when the clock is faked.
         wall_deadline = time.monotonic() + wait
+        failures = 0
         while True:
             seen = self._wakeups.generation(queue.queue_id)
-            got = kind.receive_once(queue, max_messages, timeout, attempt_id)
+            try:
+                got = kind.receive_once(queue, max_messages, timeout, attempt_id)
+            except (StoreThrottledError, StoreUnavailableError) as exc:
+                # A store slow or throttled for a moment (a burst of polls opening at
+                # once) is tried again within the wait, as a client would, rather than
+                # answered 503; a cluster refused by its breaker or bulkhead is failing,
+                # and is answered at once.
+                failures += 1
+                pause_s = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** failures) * random.uniform(0.5, 1)
+                if (isinstance(exc, ClusterUnavailableError)
+                        or wall_deadline - time.monotonic() < pause_s + RETRY_ROOM_S):
+                    raise
+                time.sleep(pause_s)
+                continue
             now = self._clock.now_ms()
             remaining = min(deadline - now, (wall_deadline - time.monotonic()) * 1000)
             if got or remaining <= 0:

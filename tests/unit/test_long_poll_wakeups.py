@@ -8,10 +8,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from chalicelib.backend.items import changed_shards
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import SystemClock
 from chalicelib.clusters.stores import ClusterStores
+from chalicelib.domain.exceptions import ClusterUnavailableError, StoreUnavailableError
 from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Message
 from chalicelib.domain.queues import QueueRecord, Shard
@@ -252,3 +255,45 @@ def test_a_send_wakes_as_many_waiting_consumers_as_it_has_messages() -> None:
     assert [r.message.body for r in results[0][0]] == ["one"] and results[0][1] < 1
     assert all(got == [] and took >= 1.9 for got, took in results[1:])
     assert store.reads - before <= 2  # the woken consumer's read, and its claim's re-read
+
+
+class FlakyStore(MemoryStore):
+    """The in-memory store whose index reads fail `failures` times first, with `error`."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        super().__init__()
+        self.failures = failures
+        self.error = error
+        self.reads = 0
+
+    def find_candidates(self, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        if self.reads <= self.failures:
+            raise self.error
+        return super().find_candidates(*args, **kwargs)
+
+
+def test_a_long_poll_tries_a_slow_store_again_within_its_wait() -> None:
+    # GIVEN a queue holding a message, whose store times out twice
+    store = FlakyStore(2, StoreUnavailableError("read timeout"))
+    service = service_over(store)
+    q = queue("flaky")
+    service.send(q, SendRequest("", "kept"))
+    # WHEN a long poll receives THEN it gets the message, after trying again
+    got = service.receive(q, 1, None, 5)
+    assert [r.message.body for r in got] == ["kept"] and store.reads == 3
+    # AND a short poll has no wait to try again in: the client gets the error (a 503)
+    store.reads, store.failures = 0, 1
+    with pytest.raises(StoreUnavailableError):
+        service.receive(q, 1, 0, 0)
+
+
+def test_a_long_poll_answers_a_refused_cluster_at_once() -> None:
+    # GIVEN a store whose cluster's breaker is open WHEN a long poll receives
+    store = FlakyStore(5, ClusterUnavailableError("default", "circuit open"))
+    service = service_over(store)
+    started = time.monotonic()
+    # THEN it is answered at once with the error, without trying again
+    with pytest.raises(ClusterUnavailableError):
+        service.receive(queue("refused"), 1, None, 5)
+    assert store.reads == 1 and time.monotonic() - started < 1
