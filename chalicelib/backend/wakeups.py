@@ -30,6 +30,7 @@ class Wakeups:
         self._lock = threading.Lock()
         self._generations: dict[str, int] = {}
         self._waiting: dict[str, _Waiting] = {}
+        self._total = 0  # receivers waiting now, on every queue
 
     def generation(self, queue_id: str) -> int:
         """A counter that moves on every change `notify` is told of."""
@@ -53,7 +54,7 @@ class Wakeups:
     def waiting(self) -> int:
         """How many receivers wait now, on every queue."""
         with self._lock:
-            return sum(w.count for w in self._waiting.values())
+            return self._total
 
     def wait(self, queue_id: str, seen: int, timeout_s: float) -> None:
         """Block until a change after generation `seen`, or the timeout. The waiting request
@@ -63,6 +64,7 @@ class Wakeups:
             if waiting is None:
                 waiting = self._waiting[queue_id] = _Waiting(threading.Condition(self._lock))
             waiting.count += 1
+            self._total += 1
             try:
                 waiting.condition.wait_for(
                     lambda: self._generations.get(queue_id, 0) != seen,
@@ -70,5 +72,6 @@ class Wakeups:
                 )
             finally:
                 waiting.count -= 1
+                self._total -= 1
                 if not waiting.count:
                     del self._waiting[queue_id]

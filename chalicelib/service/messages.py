@@ -69,6 +69,10 @@ from chalicelib.service.standard_messages import StandardMessages
 RETRY_BASE_S = 0.05
 RETRY_MAX_S = 1.0
 RETRY_ROOM_S = 2.5
+# The store reads a second that all the waiting polls of a process make together when
+# they have no hint to sleep on (changes not followed), DMQ_LONG_POLL_INTERVAL_MS apart
+# each while fewer wait.
+IDLE_READS_PER_S = 50
 
 __all__ = ["EntryFailure", "HandleEntry", "MessageService", "Received", "SendRequest"]
 
@@ -285,8 +289,19 @@ class MessageService:
             # the kind knows when (changes followed), not a store request per poll.
             quiet = kind.quiet_until(queue, now)
             pause = (quiet - now if quiet is not None and quiet > now
-                     else self._poll_interval_ms)
+                     else self._idle_poll_ms())
             self._wakeups.wait(queue.queue_id, seen, min(remaining, pause) / 1000)
+
+    def _idle_poll_ms(self) -> float:
+        """How long a waiting poll with no hint sleeps before it reads the store again:
+        the poll interval, or longer (and spread) when so many wait that together they
+        would read the store more than IDLE_READS_PER_S times a second. Without the
+        stretch, a store slowed by a burst keeps the stream reader behind, every waiting
+        poll falls back to reading each interval, and those reads slow the store further."""
+        shared_ms = 1000 * self._wakeups.waiting() / IDLE_READS_PER_S
+        if shared_ms <= self._poll_interval_ms:
+            return self._poll_interval_ms
+        return shared_ms * random.uniform(0.75, 1.25)
 
     def follow_changes(self, following: Callable[[], bool]) -> None:
         """Where a stream reader hands every change of the messages tables to

@@ -18,6 +18,7 @@ from chalicelib.domain.exceptions import ClusterUnavailableError, StoreUnavailab
 from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Message
 from chalicelib.domain.queues import QueueRecord, Shard
+from chalicelib.service import messages as messages_module
 from chalicelib.service.messages import MessageService, Received, SendRequest
 from chalicelib.service.queue_kinds import STANDARD
 from chalicelib.service.receipts import ReceiptCodec
@@ -297,3 +298,24 @@ def test_a_long_poll_answers_a_refused_cluster_at_once() -> None:
     with pytest.raises(ClusterUnavailableError):
         service.receive(queue("refused"), 1, None, 5)
     assert store.reads == 1 and time.monotonic() - started < 1
+
+
+def test_many_waiting_polls_without_hints_share_a_budget_of_store_reads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN changes that are not followed (each poll would read every 200 ms) and a budget
+    # of 20 idle reads a second for the process
+    monkeypatch.setattr(messages_module, "IDLE_READS_PER_S", 20)
+    store = CountingStore()
+    service = service_over(store)
+    # WHEN 40 long polls wait on 40 empty queues
+    polls = [in_background(lambda n=n: service.receive(queue(f"b{n}"), 1, None, 4))
+             for n in range(40)]
+    deadline = time.monotonic() + 5
+    while service._wakeups.waiting() < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before = store.reads
+    time.sleep(2.0)
+    # THEN together they read about 20 times a second (each every ~2 s), not 200
+    assert store.reads - before <= 2.0 * 20 * 1.6
+    for thread, _ in polls:
+        thread.join(10)
