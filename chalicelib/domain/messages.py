@@ -98,14 +98,15 @@ class Message:
         """The message as a dead-letter queue receives it, whichever path moved it.
 
         As in SQS, it keeps its id, body, attributes and send time, and the DLQ's
-        retention counts from that send (standard queues). It is visible at once and
-        starts its life in the DLQ unreceived: no receive count, first-receive time or
-        claim of the source queue's receives comes along. `source_arn` is the queue it
-        came from (the DeadLetterQueueSourceArn system attribute).
+        retention counts from that send (standard queues). It is visible at once, unclaimed,
+        and its receives go on from the source queue's, as SQS counts them: its receive
+        count (a message moved after one receive past maxReceiveCount 1 is received from
+        the DLQ with ApproximateReceiveCount 2) and its first-receive time are kept.
+        `source_arn` is the queue it came from (the DeadLetterQueueSourceArn system
+        attribute).
         """
         return self.with_changes(
-            visible_at=now_ms, expires_ms=self.sent_ms + retention_ms, receive_count=0,
-            first_receive_ms=0, claim_token="",
+            visible_at=now_ms, expires_ms=self.sent_ms + retention_ms, claim_token="",
             dead_letter_source_arn=source_arn or self.dead_letter_source_arn,
         )
 

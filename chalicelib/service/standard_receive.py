@@ -389,7 +389,9 @@ class StandardReceiver:
         message = source.claim(queue.queue_id, placed.id, candidate, now + 30_000, token, now)
         if message is None:
             return
-        moved = message.moved_to_dead_letters(now, retention_ms, queue.arn)
+        # the claim that holds it while it moves is no receive: the count is the source's
+        moved = message.with_changes(receive_count=candidate.receive_count).moved_to_dead_letters(
+            now, retention_ms, queue.arn)
         if self._stores.of(target_shard.cluster).put_messages(
             target.queue_id, [(target_shard.id, moved)]
         ):

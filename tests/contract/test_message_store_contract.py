@@ -277,7 +277,7 @@ def test_visibility_changes_report_their_outcome_in_order(twin: Twin) -> None:
                                    at + 1) == [VisibilityOutcome.CHANGED]
 
 
-def test_a_dead_letter_move_takes_the_message_unreceived_once(twin: Twin) -> None:
+def test_a_dead_letter_move_takes_the_message_once_with_its_receive_count(twin: Twin) -> None:
     store, now = twin.messages, twin.now
     # GIVEN a message received once and visible again, and one that another receiver
     # claims after this one saw it
@@ -292,12 +292,14 @@ def test_a_dead_letter_move_takes_the_message_unreceived_once(twin: Twin) -> Non
     arn = "arn:aws:sqs:us-east-1:000000000000:contract"
     moved = store.move(Q, 0, seen, DLQ, 1, 60_000, now + 1, arn)
     lost = store.move(Q, 0, raced, DLQ, 1, 60_000, now + 1, arn)
-    # THEN the first moved: gone here, there visible at once and unreceived, its
+    # THEN the first moved: gone here, there visible at once and unclaimed, its receive
+    # count and first receive kept (as SQS counts a dead letter's receives), its
     # retention counted from its send, its source recorded
     assert (moved, lost) == (True, False)
     assert _ids(store.peek(Q, 0, 10)) == ["m02"]
     assert store.peek(DLQ, 1, 10) == [_message(1, now, sent_ms=now - 5_000).with_changes(
-        visible_at=now + 1, expires_ms=now - 5_000 + 60_000, dead_letter_source_arn=arn)]
+        visible_at=now + 1, expires_ms=now - 5_000 + 60_000, dead_letter_source_arn=arn,
+        receive_count=1, first_receive_ms=now - 100)]
     # AND the lost race left the winner's claim as it was
     (kept,) = store.read_messages(Q, 0, ["m02"])
     assert (kept.claim_token, kept.visible_at) == ("winner", now + 30_000)

@@ -155,7 +155,7 @@ def test_redriven_message_is_new_unreceived_and_keeps_body_and_attributes(
     clock.advance(30)
     seen = sqs.receive_message(QueueUrl=dlq, VisibilityTimeout=0, AttributeNames=["All"])
     (in_dlq,) = seen["Messages"]
-    assert in_dlq["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert in_dlq["Attributes"]["ApproximateReceiveCount"] == "2"  # the source's one, and this
     # WHEN it is redriven
     clock.advance(1)
     sqs.start_message_move_task(SourceArn=_arn(sqs, dlq))

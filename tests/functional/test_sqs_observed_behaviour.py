@@ -7,6 +7,7 @@ answer is protocol-visible, it is checked over JSON and over Query."""
 from __future__ import annotations
 
 import itertools
+import json
 import xml.etree.ElementTree as ET
 from typing import Any
 from urllib.parse import urlencode
@@ -304,3 +305,59 @@ def test_a_query_batch_comes_back_in_batch_order(dmq: Client, sqs: Any) -> None:
     assert status == 200
     assert [m.findtext(f"{NS}Body") for m in
             root.findall(f"{NS}ReceiveMessageResult/{NS}Message")] == bodies
+
+
+# -- 15: a dead letter's receive count --------------------------------------------------------
+
+def _dead_letter_once(sqs: Any, clock: FakeClock, name: str) -> tuple[str, str]:
+    """A message received once from a queue whose maxReceiveCount is 1, then moved to its
+    dead-letter queue by the next receive."""
+    dlq = str(sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"])
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    source = str(sqs.create_queue(QueueName=name, Attributes={
+        "VisibilityTimeout": "5",
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})})[
+        "QueueUrl"])
+    sqs.send_message(QueueUrl=source, MessageBody="poison")
+    assert len(_receive(sqs, source)) == 1
+    clock.advance(6)
+    assert _receive(sqs, source) == []  # the receive past maxReceiveCount moves it
+    return source, dlq
+
+
+def test_a_dead_letter_keeps_counting_its_receives(sqs: Any, clock: FakeClock) -> None:
+    _, dlq = _dead_letter_once(sqs, clock, "counted")
+    # WHEN it is received from the dead-letter queue THEN its count goes on from the
+    # source queue's (AWS's recorded answer: 2)
+    (moved,) = _receive(sqs, dlq, VisibilityTimeout=0)
+    assert moved["Attributes"]["ApproximateReceiveCount"] == "2"
+    # AND its first receive is the source queue's (as AWS's DLQ messages show it)
+    assert int(moved["Attributes"]["ApproximateFirstReceiveTimestamp"]) < clock.now_ms() - 5000
+    (again,) = _receive(sqs, dlq)
+    assert again["Attributes"]["ApproximateReceiveCount"] == "3"
+
+
+def test_a_query_receive_of_a_dead_letter_shows_its_count(
+        dmq: Client, sqs: Any, clock: FakeClock) -> None:
+    _dead_letter_once(sqs, clock, "counted-query")
+    status, root = query(dmq, "counted-query-dlq", "ReceiveMessage",
+                         **{"AttributeName.1": "ApproximateReceiveCount"})
+    assert status == 200
+    (message,) = root.findall(f"{NS}ReceiveMessageResult/{NS}Message")
+    assert {a.findtext(f"{NS}Name"): a.findtext(f"{NS}Value")
+            for a in message.findall(f"{NS}Attribute")} == {"ApproximateReceiveCount": "2"}
+
+
+def test_a_fifo_dead_letter_keeps_counting_its_receives(sqs: Any, clock: FakeClock) -> None:
+    dlq = _fifo(sqs, "dead.fifo")
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    source = _fifo(sqs, "work.fifo", VisibilityTimeout="5", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": arn, "maxReceiveCount": 1}))
+    _send(sqs, source, "poison")
+    assert len(_receive(sqs, source)) == 1
+    clock.advance(6)
+    assert _receive(sqs, source) == []
+    (moved,) = _receive(sqs, dlq)
+    assert moved["Attributes"]["ApproximateReceiveCount"] == "2"

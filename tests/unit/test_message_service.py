@@ -241,12 +241,14 @@ def test_a_moved_message_is_the_same_whichever_clusters_hold_the_queues(dlq_clus
     # WHEN the next receive moves it
     assert service.receive(source, 1, None, 0) == []
     # THEN the DLQ holds the message as SQS moves it: id, body and send time kept,
-    # visible now, retained from the original send, and no trace of the source's receives
+    # visible now, retained from the original send, its receives going on from the
+    # source's one (the move's own claim across clusters is none), unclaimed
     (moved,) = stores[dlq_cluster].shards[(dlq.queue_id, 0)].values()
     assert (moved.message_id, moved.body, moved.sent_ms) == (sent.message_id, "poison", sent_at)
     assert moved.visible_at == clock.now_ms()
     assert moved.expires_ms == sent_at + 1_000_000
-    assert (moved.receive_count, moved.first_receive_ms, moved.claim_token) == (0, 0, "")
+    assert (moved.receive_count, moved.first_receive_ms, moved.claim_token) == (
+        1, sent_at + 10_000, "")
     assert stores["default"].shards[(source.queue_id, 0)] == {}
 
 
