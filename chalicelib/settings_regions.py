@@ -9,7 +9,9 @@
   with an optional path, where `{region}` stands for the queue's region
   (`http://sqs.{region}.localhost.localstack.cloud:4566`,
   `http://localhost:4566/queue/{region}`). Unset, they point at the host and port the
-  client used.
+  client used. Either way a queue outside the server's own region gets
+  `/queue/<region>/<account>/<name>` on that base, unless the base names its region
+  (`chalicelib/frontend/context.py`).
 """
 
 from __future__ import annotations

@@ -80,6 +80,21 @@ def parse_queue_url(url: str) -> QueueTarget | None:
     return target
 
 
+def region_of_base(base_url: str) -> str | None:
+    """The region the base of queue URLs (`scheme://host[:port][/path]`) names, read as
+    `parse_queue_url` reads a URL on that base: a path ending in LocalStack's
+    `/queue/<region>`, else the host; None when it names none."""
+    try:
+        parsed = urlparse(base_url)
+        host = parsed.hostname or ""
+    except ValueError:
+        return None
+    parts = [p for p in parsed.path.split("/") if p]
+    if len(parts) >= 2 and parts[-2] == _PATH_STYLE and is_region(parts[-1]):
+        return parts[-1]
+    return _region_of_host(host)
+
+
 def target_of_path(path: str) -> QueueTarget | None:
     """The queue a request's path names (`/<account>/<name>` or LocalStack's
     `/queue/<region>/<account>/<name>`), or None (`/`, or anything else)."""

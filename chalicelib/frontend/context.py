@@ -1,13 +1,21 @@
-"""Who is asking and where: account, region (from SigV4) and the base URL for queue URLs."""
+"""Who is asking and where: account, region (from SigV4) and the base URL for queue URLs.
+
+Queue URLs name the queue's region when it is not the server's own (`DMQ_REGION`):
+`<base>/queue/<region>/<account>/<name>`, LocalStack's path style, which every QueueUrl
+parser and the routes read; unless the base names that region already (DMQ_PUBLIC_URL's
+`{region}`, a regional host). The server's own region keeps `<base>/<account>/<name>`, and
+that form still names the region a request is signed for, so URLs given out before stay
+good."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from chalicelib.domain.queues import QueueRecord
-from chalicelib.frontend.queue_urls import QueueTarget, could_be_queue, is_region
+from chalicelib.frontend.queue_urls import QueueTarget, could_be_queue, is_region, region_of_base
 from chalicelib.service.exceptions import QueueDoesNotExistError, SignatureDoesNotMatchError
 from chalicelib.service.identity import Caller
 
@@ -43,10 +51,26 @@ class RequestContext:
     # such queue), so that the action does not look it up again.
     queue_record: QueueRecord | None = None
     looked_up: bool = False
+    # The server's own region (DMQ_REGION), whose queue URLs need not name it ("": none
+    # to tell apart).
+    home_region: str = ""
 
     def queue_url(self, account: str, name: str) -> str:
-        """`<scheme>://<host>/<account>/<name>`."""
+        """`<scheme>://<host>/<account>/<name>`, or `<scheme>://<host>/queue/<region>/
+        <account>/<name>` for a queue of another region than the server's."""
+        if self.url_region:
+            return f"{self.base_url}/queue/{self.url_region}/{account}/{name}"
         return f"{self.base_url}/{account}/{name}"
+
+    @cached_property
+    def url_region(self) -> str | None:
+        """The region the queue URLs it returns name in their path: the request's, unless
+        their base names it already, or names none and it is the server's own."""
+        said = region_of_base(self.base_url)
+        if said == self.region or (said is None and self.region == (self.home_region
+                                                                    or self.region)):
+            return None
+        return self.region
 
     def queue_parts(self) -> tuple[str, str]:
         """(account, name) the QueueUrl names, a bare name in the caller's account;
@@ -96,14 +120,16 @@ def trace_header_from_headers(headers: Mapping[str, str]) -> str | None:
 def context_from_headers(headers: Mapping[str, str], account: str, region: str,
                          caller: Caller | None = None, secure: bool = False,
                          queue: QueueTarget | None = None,
-                         public_url: str | None = None, host: str = "") -> RequestContext:
+                         public_url: str | None = None, host: str = "",
+                         home_region: str = "") -> RequestContext:
     """The context of a request (headers with lower-case names) served in `region`, for
     a deployment whose account is given: the same for every protocol. With a caller, the
     account is the caller's (from its credential, never from the URL). `secure` says the
     request came over TLS, as its transport establishes it (`transport.py`), never as a
     header of the client's says. `queue` is what its QueueUrl names; `public_url` the
     fixed form of the queue URLs DMQ returns (DMQ_PUBLIC_URL), if one is set; `host` the
-    host a trusted proxy says the client used (else its Host header counts)."""
+    host a trusted proxy says the client used (else its Host header counts);
+    `home_region` the server's own region, whose queue URLs need not name it."""
     return RequestContext(
         account=caller.account if caller is not None else account,
         region=region,
@@ -113,6 +139,7 @@ def context_from_headers(headers: Mapping[str, str], account: str, region: str,
         caller=caller,
         invocation_id=invocation_id_from_headers(headers),
         queue=queue,
+        home_region=home_region,
     )
 
 

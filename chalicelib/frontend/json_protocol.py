@@ -89,7 +89,7 @@ def handle(
             services_for, services_for(region_from_headers(lowered, "")), target)
         context = context_from_headers(lowered, services.settings.account_id, services.region,
                                        caller, secure, target, services.settings.public_url,
-                                       host)
+                                       host, services.settings.region)
         account = context.account
         queue = queue_named(params.data, context.queue_parts_or_none())
         routed, context = route(services_for, services, action, context)

@@ -148,7 +148,7 @@ def handle(
             services_for, services_for(signed_region), target)
         context = context_from_headers(lowered, services.settings.account_id, services.region,
                                        caller, secure, target, services.settings.public_url,
-                                       host)
+                                       host, services.settings.region)
         account = context.account
         queue = queue_named(params.data, context.queue_parts_or_none())
         routed, context = route(services_for, services, action, context)
@@ -188,7 +188,8 @@ def _parse(
     if (at_queue is not None and model.input_shape is not None
             and "QueueUrl" in model.input_shape.members and data.get("QueueUrl") is None):
         data["QueueUrl"] = f"{base_url}/{path.split('?', 1)[0].strip('/')}"
-        return action, model, Params(data), at_queue
+        # read as a QueueUrl parameter is: a host naming a region names it here too
+        return action, model, Params(data), named_queue(data["QueueUrl"]) or at_queue
     return action, model, Params(data), named_queue(data.get("QueueUrl"))
 
 

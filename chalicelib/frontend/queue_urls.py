@@ -14,6 +14,7 @@ from chalicelib.domain.queue_urls import (
     could_be_queue,
     is_region,
     queue_of_request,
+    region_of_base,
     target_of_path,
 )
 from chalicelib.service.exceptions import QueueDoesNotExistError
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from chalicelib.frontend.services import Services
 
 __all__ = ["QueueTarget", "could_be_queue", "is_region", "named_queue", "parse_queue_url",
-           "queue_of_request", "services_for_queue", "target_of_path"]
+           "queue_of_request", "region_of_base", "services_for_queue",
+           "target_of_path"]
 
 
 def parse_queue_url(url: str) -> QueueTarget:

@@ -76,9 +76,11 @@ def test_a_replicated_queue_fails_over_and_stays_with_its_new_home(
     home, away = _sqs(two_regions, HOME), _sqs(two_regions, REPLICA)
     url = home.create_queue(QueueName="moving", Attributes={
         "DmqReplicaRegions": REPLICA, "DmqReplicationMode": "sync"})["QueueUrl"]
-    # The replica lists the queue once its record has arrived; from then on it finds it.
-    _until(lambda: url in away.list_queues().get("QueueUrls", []), 10)
-    assert away.get_queue_url(QueueName="moving")["QueueUrl"] == url
+    # The replica lists the queue once its record has arrived; from then on it finds it
+    # (at a URL naming the replica region, which is not the server's own).
+    away_url = url.replace(f"{two_regions.url}/", f"{two_regions.url}/queue/{REPLICA}/")
+    _until(lambda: away_url in away.list_queues().get("QueueUrls", []), 10)
+    assert away.get_queue_url(QueueName="moving")["QueueUrl"] == away_url
     away.send_message(QueueUrl=url, MessageBody="before")  # forwarded to the home
     time.sleep(FAILOVER_AFTER_S)  # the replica has watched the home for a failover time
 

@@ -90,8 +90,8 @@ def test_every_url_form_reaches_the_queue(make_sqs: ClientFactory, dmq_url: str,
     client = make_sqs(endpoint_url=f"http://localhost:{port}", region_name="eu-west-1")
     name = unique_name("forms")
     url = client.create_queue(QueueName=name)["QueueUrl"]
-    # THEN the URL it got points at the host and port it used
-    assert url == f"http://localhost:{port}/{ACCOUNT}/{name}"
+    # THEN the URL it got points at the host and port it used, and names its region
+    assert url == f"http://localhost:{port}/queue/eu-west-1/{ACCOUNT}/{name}"
     forms = [
         f"http://127.0.0.1:{port}/{ACCOUNT}/{name}",
         f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/{name}",
@@ -114,6 +114,55 @@ def test_every_url_form_reaches_the_queue(make_sqs: ClientFactory, dmq_url: str,
         f"arn:aws:sqs:eu-west-1:{ACCOUNT}:{name}")
 
 
+def test_a_queue_outside_the_servers_region_has_a_url_naming_it(
+        make_sqs: ClientFactory, dmq_url: str, unique_name: Names) -> None:
+    # GIVEN one queue name in the server's own region (us-east-1) and in eu-west-1
+    virginia, ireland = make_sqs(), make_sqs(region_name="eu-west-1")
+    name = unique_name("twins")
+    home = virginia.create_queue(QueueName=name)["QueueUrl"]
+    url = ireland.create_queue(QueueName=name)["QueueUrl"]
+    # THEN the two URLs differ: eu-west-1's names its region, the server's is as before
+    assert home == f"{dmq_url}/{ACCOUNT}/{name}"
+    assert url == f"{dmq_url}/queue/eu-west-1/{ACCOUNT}/{name}"
+    # AND every action that returns queue URLs returns that form
+    assert ireland.get_queue_url(QueueName=name)["QueueUrl"] == url
+    arn = _arn(ireland, url)
+    source = ireland.create_queue(QueueName=f"{name}-src", Attributes={"RedrivePolicy":
+        json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "2"})})["QueueUrl"]
+    assert source == f"{dmq_url}/queue/eu-west-1/{ACCOUNT}/{name}-src"
+    assert sorted(ireland.list_queues(QueueNamePrefix=name)["QueueUrls"]) == [url, source]
+    assert ireland.list_dead_letter_source_queues(QueueUrl=url)["queueUrls"] == [source]
+    assert virginia.list_queues(QueueNamePrefix=name)["QueueUrls"] == [home]
+    # WHEN a client of the server's region sends by each URL THEN each queue gets its own
+    virginia.send_message(QueueUrl=url, MessageBody="to ireland")
+    virginia.send_message(QueueUrl=home, MessageBody="to virginia")
+    # AND so does a client whose endpoint is the queue's URL (the SDKs that post to it)
+    make_sqs(endpoint_url=url).send_message(QueueUrl=url, MessageBody="at the url")
+    # AND a Query form posted at the URL, unsigned
+    parsed = urlparse(url)
+    connection = http.client.HTTPConnection(str(parsed.hostname), parsed.port, timeout=10)
+    connection.request("POST", parsed.path, body=urlencode({
+        "Action": "SendMessage", "MessageBody": "query at the url", "Version": "2012-11-05"}),
+        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    response = connection.getresponse()
+    assert response.status == 200, response.read()
+    connection.close()
+
+    def bodies(client: Any, queue: str, count: int) -> list[str]:
+        got: list[str] = []
+        deadline = time.monotonic() + 10
+        while len(got) < count and time.monotonic() < deadline:
+            got += [m["Body"] for m in client.receive_message(
+                QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])]
+        return sorted(got)
+
+    assert bodies(ireland, url, 3) == ["at the url", "query at the url", "to ireland"]
+    assert bodies(virginia, home, 1) == ["to virginia"]
+    # AND the plain form still names the region the request is signed for
+    ireland.send_message(QueueUrl=home, MessageBody="plain")
+    assert bodies(ireland, name, 1) == ["plain"]
+
+
 @pytest.mark.skipif(not QUERY_PYTHON.exists(), reason="run `make query-client` first")
 def test_the_query_protocol_client_sees_the_same(dmq_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "DMQ_"))}
@@ -125,6 +174,11 @@ def test_the_query_protocol_client_sees_the_same(dmq_url: str) -> None:
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["protocol"] == "query"
+    # the URLs name each region (neither is the server's own), over Query as over JSON
+    assert seen["urls"] == {region: f"{dmq_url}/queue/{region}/{ACCOUNT}/{seen['name']}"
+                            for region in ("eu-west-1", "ap-southeast-2")}
+    assert seen["got_url"] == seen["urls"]["eu-west-1"]
+    assert seen["listed"] == [seen["urls"]["eu-west-1"]]
     assert seen["arns"] == {"eu-west-1": f"arn:aws:sqs:eu-west-1:{ACCOUNT}:{seen['name']}",
                             "ap-southeast-2":
                                 f"arn:aws:sqs:ap-southeast-2:{ACCOUNT}:{seen['name']}"}

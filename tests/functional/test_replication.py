@@ -192,11 +192,13 @@ def test_a_replica_region_finds_a_new_queue_as_soon_as_its_record_arrives(
     assert info.value.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
     _pump(pumps)
     # THEN once the record has arrived, the miss is not remembered: the replica region
-    # answers as its ListQueues does
-    assert away.list_queues()["QueueUrls"] == [url]
-    assert away.get_queue_url(QueueName="fresh")["QueueUrl"] == url
-    assert away.get_queue_attributes(QueueUrl=url, AttributeNames=["DmqHomeRegion"])[
-        "Attributes"]["DmqHomeRegion"] == HOME
+    # answers as its ListQueues does, with a URL naming the replica region
+    away_url = url.replace(f"/{ACCOUNT}/", f"/queue/{REPLICA}/{ACCOUNT}/")
+    assert away.list_queues()["QueueUrls"] == [away_url]
+    assert away.get_queue_url(QueueName="fresh")["QueueUrl"] == away_url
+    for either in (url, away_url):
+        assert away.get_queue_attributes(QueueUrl=either, AttributeNames=["DmqHomeRegion"])[
+            "Attributes"]["DmqHomeRegion"] == HOME
 
 
 def test_duplicate_and_reordered_stream_records_leave_the_replica_identical(

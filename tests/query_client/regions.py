@@ -4,7 +4,8 @@ print what it got as JSON.
 Runs under .venv-query (botocore 1.29.x): `.venv-query/bin/python -m
 tests.query_client.regions --endpoint URL --prefix NAME`. Two clients signed for eu-west-1
 and ap-southeast-2 create a queue of the same name; the first sends by its URL in several
-forms and by its bare name; the second receives from its own. Uses botocore only.
+forms and by its bare name, and a client of the server's region sends with the queue's URL
+as its endpoint; the second receives from its own. Uses botocore only.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def drive(endpoint: str, prefix: str) -> dict[str, Any]:
             f"http://localhost:4566/queue/eu-west-1/{ACCOUNT}/{name}"]
     for url in sent:
         ireland.send_message(QueueUrl=url, MessageBody=url)
+    # a client of the server's region whose endpoint is the queue's URL (as SDKs that post
+    # to the QueueUrl do) reaches the queue the URL names
+    at_url = f"at {urls['eu-west-1']}"
+    _client(urls["eu-west-1"], "us-east-1").send_message(QueueUrl=urls["eu-west-1"],
+                                                         MessageBody=at_url)
+    sent.append(at_url)
     other = clients["ap-southeast-2"].receive_message(QueueUrl=urls["ap-southeast-2"])
     received: list[str] = []
     for _ in range(10):
@@ -56,6 +63,8 @@ def drive(endpoint: str, prefix: str) -> dict[str, Any]:
     except ClientError as exc:
         missing = str(exc.response["Error"]["Code"])
     return {"protocol": ireland.meta.service_model.protocol, "name": name, "arns": arns,
+            "urls": urls, "got_url": ireland.get_queue_url(QueueName=name)["QueueUrl"],
+            "listed": ireland.list_queues(QueueNamePrefix=name).get("QueueUrls", []),
             "sent": sent, "received": received,
             "other_region_got": [m["Body"] for m in other.get("Messages", [])],
             "missing_bare_name": missing}

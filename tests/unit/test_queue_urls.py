@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.frontend.context import check_signed_region, region_from_headers
+from chalicelib.frontend.context import RequestContext, check_signed_region, region_from_headers
 from chalicelib.frontend.queue_urls import (
     QueueTarget,
     is_region,
     parse_queue_url,
     queue_of_request,
+    region_of_base,
     target_of_path,
 )
 from chalicelib.service.exceptions import QueueDoesNotExistError, SignatureDoesNotMatchError
@@ -62,6 +63,33 @@ def test_a_request_path_names_a_queue_in_both_styles() -> None:
         ACCOUNT, "jobs", "eu-west-1")
     assert target_of_path("/") is None
     assert target_of_path(f"/other/eu-west-1/{ACCOUNT}/jobs") is None
+
+
+@pytest.mark.parametrize(("base", "region", "url"), [
+    ("http://h:9324", "us-east-1", f"http://h:9324/{ACCOUNT}/q"),  # the server's own
+    ("http://h:9324", "eu-west-1", f"http://h:9324/queue/eu-west-1/{ACCOUNT}/q"),
+    ("https://h/prod", "eu-west-1", f"https://h/prod/queue/eu-west-1/{ACCOUNT}/q"),
+    ("http://sqs.eu-west-1.localhost.localstack.cloud:4566", "eu-west-1",
+     f"http://sqs.eu-west-1.localhost.localstack.cloud:4566/{ACCOUNT}/q"),
+    ("http://sqs.eu-west-1.localhost.localstack.cloud:4566", "us-east-1",
+     f"http://sqs.eu-west-1.localhost.localstack.cloud:4566/queue/us-east-1/{ACCOUNT}/q"),
+    ("http://localhost:4566/queue/eu-west-1", "eu-west-1",
+     f"http://localhost:4566/queue/eu-west-1/{ACCOUNT}/q"),
+])
+def test_returned_urls_name_a_region_but_the_servers_once(base: str, region: str,
+                                                          url: str) -> None:
+    context = RequestContext(ACCOUNT, region, base, home_region="us-east-1")
+    assert context.queue_url(ACCOUNT, "q") == url
+    # AND the URL reads back as the queue in that region
+    assert parse_queue_url(url) == QueueTarget(
+        ACCOUNT, "q", None if region == "us-east-1" and "/queue/" not in url else region)
+
+
+def test_the_region_a_base_names() -> None:
+    assert region_of_base("http://localhost:4566/queue/ap-south-1") == "ap-south-1"
+    assert region_of_base("https://sqs.eu-west-1.amazonaws.com") == "eu-west-1"
+    assert region_of_base("http://127.0.0.1:9324") is None
+    assert region_of_base("http://[::1") is None
 
 
 def test_region_names_are_shaped_as_aws_names_them() -> None:
