@@ -32,6 +32,7 @@ TOMB = "_tomb"
 TTL_ATTRIBUTE = "expires_at"
 TOMBSTONE_TTL_S = 86_400
 SEQ_WIDTH = 48
+MAX_SEQ_DIGITS = 128  # as long as a Kinesis sequence number can be
 # Names that start with `_` must be placeholders in an expression (DynamoDB refuses
 # them as tokens; moto did not).
 _CONDITION = "attribute_not_exists(#k) OR attribute_not_exists(#seq) OR #seq < :seq"
@@ -39,10 +40,16 @@ _WRITES = frozenset({"INSERT", "MODIFY"})
 
 
 def padded(sequence_number: str) -> str:
-    """A stream sequence number as the `_rseq` string: zero-padded, so order is numeric."""
-    if not sequence_number.isdigit() or len(sequence_number) > SEQ_WIDTH:
+    """A stream sequence number as the `_rseq` string, whose order is numeric: zero-padded
+    to SEQ_WIDTH digits (DynamoDB Streams' have at most 40), or, longer (LocalStack's have
+    56, as Kinesis's), `~`, its length in three digits, its digits: after every padded one
+    (`~` sorts after the digits), and by length, then digits, among themselves."""
+    digits = sequence_number.lstrip("0") or "0"
+    if not sequence_number.isdigit() or len(digits) > MAX_SEQ_DIGITS:
         raise ValueError(f"not a stream sequence number: {sequence_number!r}")
-    return sequence_number.rjust(SEQ_WIDTH, "0")
+    if len(digits) <= SEQ_WIDTH:
+        return digits.rjust(SEQ_WIDTH, "0")
+    return f"~{len(digits):03d}{digits}"
 
 
 def is_tombstone(item: Mapping[str, Any]) -> bool:

@@ -56,8 +56,12 @@ def _both_s(name: str) -> Column:
 
 
 def seq_key(column: Column) -> Column:
-    """A sequence number as a string that sorts numerically."""
-    return F.lpad(column, SEQ_WIDTH, "0")
+    """A sequence number as a string that sorts numerically: as the replication applier
+    writes `_rseq` (`chalicelib.regions.replica.padded`): zero-padded to SEQ_WIDTH, and a
+    longer one (LocalStack's) `~`, its length in three digits, its digits."""
+    return F.when(F.length(column) > SEQ_WIDTH, F.concat(
+        F.lit("~"), F.lpad(F.length(column).cast("string"), 3, "0"), column)).otherwise(
+        F.lpad(column, SEQ_WIDTH, "0"))
 
 
 def dedupe_records(records: DataFrame) -> DataFrame:

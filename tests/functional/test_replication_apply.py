@@ -274,8 +274,13 @@ def test_sequence_numbers_of_any_length_compare_numerically(
     assert applier.apply(MESSAGES, [_record("MODIFY", "s", "7", "older")]).skipped == 1
     item = replica.get_item(TableName=MESSAGES, Key=_key(Q0, "s"))["Item"]
     assert item["body"] == {"S": "new"} and item[SEQ] == {"S": padded(high)}
+    # AND longer ones (LocalStack's have 56 digits) sort after, numerically among themselves
+    longer = ["1" + "0" * 48, "9" * 49, "1" + "0" * 55, "2" + "0" * 55, "1" * 128]
+    assert sorted([padded(n) for n in longer] + [padded(high)]) == [
+        padded(n) for n in [high, *longer]]
+    assert padded("0" * 60 + "7") == padded("7")
     with pytest.raises(ValueError):
-        padded("1" * 49)
+        padded("1" * 129)
     with pytest.raises(ValueError):
         padded("12a")
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from chalicelib.backend.archive import StreamArchiver
+from chalicelib.regions.replica import padded
 from dmqlocal.folders import DirectorySink
 from glue_jobs.common import io
-from glue_jobs.common.events import dedupe_records, events_from_records
+from glue_jobs.common.events import dedupe_records, events_from_records, seq_key
 from glue_jobs.common.schemas import STREAM_RECORD
 from tests.spark.events import rows
 
@@ -121,3 +123,13 @@ def test_a_replication_tombstone_is_a_removal(spark: Any) -> None:
     event = events_from_records(frame).first()
     assert event is not None
     assert (event["event_type"], event["rseq"]) == ("removed", "7".rjust(48, "0"))
+
+
+def test_sequence_numbers_sort_as_the_replication_applier_writes_them(spark: Any) -> None:
+    # GIVEN sequence numbers of DynamoDB Streams (up to 40 digits) and LocalStack's (56)
+    numbers = ["7", "9" * 40, "1" + "0" * 55, "2" + "0" * 55, "1" * 60]
+    frame = spark.createDataFrame([(n,) for n in numbers], "n string")
+    # THEN their keys are what the applier writes to `_rseq`, and sort numerically
+    keys = [row.k for row in frame.select(seq_key(F.col("n")).alias("k")).collect()]
+    assert keys == [padded(n) for n in numbers]
+    assert sorted(keys) == keys
