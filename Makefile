@@ -13,7 +13,7 @@ CHAOS_ARGS ?=
 
 ARGS ?=
 
-.PHONY: admin run test query-client dynamodb-local test-spark35 lint typecheck bench soak fuzz failover-demo audit audit-bench chaos venv clean
+.PHONY: admin run test test-localstack query-client dynamodb-local test-spark35 lint typecheck bench soak fuzz failover-demo audit audit-bench chaos venv clean
 
 $(STAMP): requirements.txt requirements-test.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -67,6 +67,20 @@ test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed $(CHROMIUM)
 	[ $$status -eq 5 ] && status=0; \
 	$(PY) -m pytest -q -p no:cacheprovider -m quiet $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] || status=$$rc; }; \
 	exit $$status
+
+# The end-to-end tests against LocalStack (localstack-core, Python 3.12+, in a venv of
+# its own; no Docker, nothing downloaded: localstack/run_tests.py gives its DynamoDB the
+# system Java and .tools' DynamoDB Local). LOCALSTACK_PYTHON: the Python to build it with.
+LOCALSTACK_VENV := .localstack-venv
+LOCALSTACK_PYTHON ?= $(shell command -v python3.13 || command -v python3.12 || ls -d $$HOME/.pyenv/versions/3.1[23]*/bin/python 2>/dev/null | tail -1)
+$(LOCALSTACK_VENV)/.installed: requirements-localstack.txt
+	@test -n "$(LOCALSTACK_PYTHON)" || { echo "LocalStack needs Python 3.12+: set LOCALSTACK_PYTHON"; exit 1; }
+	test -x $(LOCALSTACK_VENV)/bin/python || $(LOCALSTACK_PYTHON) -m venv $(LOCALSTACK_VENV)
+	$(LOCALSTACK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-localstack.txt
+	touch $@
+
+test-localstack: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed $(LOCALSTACK_VENV)/.installed
+	$(PY) localstack/run_tests.py $(PYTEST_ARGS)
 
 # The console's screenshots in docs/console/, taken by its browser tests.
 console-screenshots: $(STAMP) $(DDBLOCAL) $(CHROMIUM)
@@ -130,4 +144,4 @@ failover-demo: $(STAMP)
 	$(PY) -m dmqlocal.failover_demo --mode $(MODE)
 
 clean:
-	rm -rf $(VENV) $(SPARK35) $(QUERY_VENV) .tools .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SPARK35) $(QUERY_VENV) $(LOCALSTACK_VENV) .tools .pytest_cache .mypy_cache .ruff_cache

@@ -96,13 +96,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# `make test-localstack` (localstack/run_tests.py) sets this to LocalStack's endpoint:
+# every server the tests start then keeps its tables and buckets there.
+LOCALSTACK = os.environ.get("DMQ_TEST_LOCALSTACK", "")
+
+
 def server_env() -> dict[str, str]:
-    """This environment without DMQ_* settings, with dummy credentials.
+    """This environment without DMQ_* settings, with dummy credentials (and LocalStack as
+    the store when DMQ_TEST_LOCALSTACK names it).
 
     The long-poll re-read interval is longer than any wait but the wake-up test's
     margin, so a long poll that returns early can only have been woken by the send.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("DMQ_")}
+    if LOCALSTACK:
+        env.update(DMQ_DYNAMODB_ENDPOINT=LOCALSTACK, DMQ_S3_ENDPOINT=LOCALSTACK)
     env.update(
         AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
         AWS_ACCESS_KEY_ID="e2e-key",

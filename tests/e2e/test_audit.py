@@ -32,6 +32,7 @@ from chalicelib.settings import Settings
 from dmqlocal import audit
 from dmqlocal.folders import DirectorySink
 from dmqlocal.runner import LocalDmq, LocalOptions
+from tests.e2e.conftest import LOCALSTACK
 
 MESSAGES = 2_000
 LEFT_IN_QUEUE = 50
@@ -120,7 +121,9 @@ def audited_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """One faulty run of the local server; its data folder after a clean shutdown."""
     data = tmp_path_factory.mktemp("dmq-data")
     rng = random.Random(7)
-    settings = replace(Settings.from_env(), dynamodb_endpoint=None, s3_endpoint=None,
+    # Its own DynamoDB Local, or LocalStack's DynamoDB under `make test-localstack`.
+    settings = replace(Settings.from_env(), dynamodb_endpoint=LOCALSTACK or None,
+                       s3_endpoint=None,
                        regions=(), data_dir=str(data), export_interval_s=5.0)
     local = LocalDmq(dmq_app.app, dmq_app.runtime,
                      LocalOptions(port=0, settings=settings, pump_interval_s=0.05))

@@ -23,6 +23,7 @@ from moto.server import ThreadedMotoServer
 from dmqlocal.dynamodb_local import DynamoDBLocal
 from tests.e2e.conftest import (
     CLIENT_CONFIG,
+    LOCALSTACK,
     ROOT,
     START_TIMEOUT_S,
     STOP_TIMEOUT_S,
@@ -52,6 +53,9 @@ class Store:
 
 @pytest.fixture(scope="module")
 def store() -> Iterator[Store]:
+    if LOCALSTACK:  # `make test-localstack`: LocalStack itself
+        yield Store(LOCALSTACK, LOCALSTACK)
+        return
     dynamodb = DynamoDBLocal(None)
     s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     endpoint = dynamodb.start()
@@ -175,7 +179,7 @@ def test_dmq_serves_on_the_deployed_resources(store: Store, deployed: str) -> No
                 or not s3.list_objects_v2(Bucket="dmq-archive").get("KeyCount", 0)):
             time.sleep(0.5)
         assert s3.list_objects_v2(Bucket="dmq-bodies").get("KeyCount", 0) == 0
-        assert s3.list_objects_v2(Bucket="dmq-archive").get("KeyCount", 0) > 0
+        assert s3.list_objects_v2(Bucket="dmq-archive").get("KeyCount", 0) > 0, dmq.output
     finally:
         code = dmq.stop(STOP_TIMEOUT_S)
     assert code == 0, dmq.output
