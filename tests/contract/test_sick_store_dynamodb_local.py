@@ -26,6 +26,7 @@ from infra import provision
 
 REGION = "us-east-1"
 BOUND_S = 6.5  # the default store budget (about 5 s) and the request's own work
+LONG_POLL_S = 5  # the frozen store's long poll waits this long
 CLIENT = Config(connect_timeout=2, read_timeout=15, retries={"total_max_attempts": 1})
 
 
@@ -113,7 +114,7 @@ def test_a_frozen_store_gets_bounded_waits(store: DynamoDBLocal, dmq: str) -> No
         calls = {
             "SendMessage": lambda: sqs.send_message(QueueUrl=url, MessageBody="during"),
             "ReceiveMessage (long poll)": lambda: sqs.receive_message(
-                QueueUrl=url, WaitTimeSeconds=20, VisibilityTimeout=0),
+                QueueUrl=url, WaitTimeSeconds=LONG_POLL_S, VisibilityTimeout=0),
             "GetQueueUrl (metadata)": lambda: sqs.get_queue_url(QueueName="unknown"),
             "ListQueues": lambda: sqs.list_queues(),
         }
@@ -121,7 +122,10 @@ def test_a_frozen_store_gets_bounded_waits(store: DynamoDBLocal, dmq: str) -> No
             code, took = _timed_error(name, call)
             print(f"\n{name} on a frozen store: {code} after {took:.1f} s")
             assert (code, name) == ("ServiceUnavailable", name)
-            assert took < BOUND_S, (name, took)
+            # a long poll tries the store again within its wait (a slow store may be
+            # only busy), so it answers by the end of its wait and one more store budget
+            bound = BOUND_S + (LONG_POLL_S if "long poll" in name else 0)
+            assert took < bound, (name, took)
     finally:
         os.kill(store.pid, signal.SIGCONT)
     # THEN the store back, requests are served again
