@@ -72,7 +72,7 @@ test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed $(CHROMIUM)
 # its own; no Docker, nothing downloaded: localstack/run_tests.py gives its DynamoDB the
 # system Java and .tools' DynamoDB Local). LOCALSTACK_PYTHON: the Python to build it with.
 LOCALSTACK_VENV := .localstack-venv
-LOCALSTACK_PYTHON ?= $(shell command -v python3.13 || command -v python3.12 || ls -d $$HOME/.pyenv/versions/3.1[23]*/bin/python 2>/dev/null | tail -1)
+LOCALSTACK_PYTHON ?= $(shell sh localstack/find_python.sh)
 $(LOCALSTACK_VENV)/.installed: requirements-localstack.txt
 	@test -n "$(LOCALSTACK_PYTHON)" || { echo "LocalStack needs Python 3.12+: set LOCALSTACK_PYTHON"; exit 1; }
 	test -x $(LOCALSTACK_VENV)/bin/python || $(LOCALSTACK_PYTHON) -m venv $(LOCALSTACK_VENV)
