@@ -49,6 +49,12 @@ class StreamPump:
     `interval_s` up to `idle_cap_s` (an idle pump makes about one GetRecords per shard per
     cap); the first records, `wake()` (a request reached the server) or `wait_caught_up`
     bring it back to `interval_s` at once.
+
+    `settle_s`: how long the streams must have shown nothing new before the pump counts
+    as caught up (`wait_caught_up`). DynamoDB Local writes a change's stream record with
+    the change, so 0 there; DynamoDB Streams show a change some time after it was made
+    (LocalStack's, under load, seconds to tens of seconds after), so a pass that found
+    nothing right after the last write does not show that every change was read.
     """
 
     MAX_PENDING = 10_000
@@ -66,6 +72,7 @@ class StreamPump:
         health: RegionHealth | None = None, checkpoint_dir: Path | str | None = None,
         idle_cap_s: float | None = None,
         observer: Callable[[Sequence[dict[str, Any]]], None] | None = None,
+        settle_s: float = 0.0,
     ) -> None:
         self._health = health or RegionHealth()
         self._dynamodb = dynamodb
@@ -93,6 +100,8 @@ class StreamPump:
         self._observer = observer
         self._read_since = float("-inf")  # when the last pass that read everything began
         self._behind = False  # this pass left records unread (a full page, a held shard)
+        self._settle = settle_s
+        self._records_at = float("-inf")  # when a pass last read records
 
     def start(self) -> None:
         """Poll in a background thread."""
@@ -297,6 +306,8 @@ class StreamPump:
     def _queue(self, arn: str, shard: Shard, records: list[Record]) -> None:
         """Give each handler the records it has not had yet, in order."""
         self.delivered += len(records)
+        if records:
+            self._records_at = time.monotonic()
         converted = [to_lambda_record(r, arn, self._region) for r in records]
         if self._observer is not None and converted:
             try:
@@ -333,20 +344,28 @@ class StreamPump:
         return True
 
     def wait_caught_up(self, since: float, timeout_s: float) -> bool:
-        """Wait until a whole pass that began after `since` (time.monotonic()) handled
-        nothing and left no handler waiting to retry a batch it failed on: every change
-        made before `since` has reached every handler (one that waits for a down region,
-        such as replication, does not count). False if that takes longer than
-        `timeout_s`."""
+        """Wait until a whole pass that began after `since` (time.monotonic()), and at
+        least `settle_s` after the last records were read, handled nothing and left no
+        handler waiting to retry a batch it failed on: every change made before `since`
+        (and shown by the stream within `settle_s`) has reached every handler (one that
+        waits for a down region, such as replication, does not count). False if that
+        takes longer than `timeout_s`."""
         deadline = time.monotonic() + timeout_s
-        if self._idle_since <= since:
-            self._urgent.set()  # records in a batching window are handed over now
-            self.wake()  # no need to wait out an idle pause
         with self._idle:
-            while self._idle_since <= since:
-                remaining = deadline - time.monotonic()
+            while self._idle_since <= (needed := self._settled_after(since)):
+                now = time.monotonic()
+                if now >= needed:
+                    self._urgent.set()  # records in a batching window are handed over now
+                    self.wake()  # no need to wait out an idle pause
+                remaining = deadline - now
                 if remaining <= 0:
                     return False
-                self._idle.wait(min(remaining, 0.5))
+                self._idle.wait(min(remaining, 0.5, needed - now if needed > now else 0.5))
         return True
+
+    def _settled_after(self, since: float) -> float:
+        """When a pass must begin to show that the stream is read up to `since`."""
+        if self._settle <= 0:
+            return since
+        return max(since, self._records_at) + self._settle
 

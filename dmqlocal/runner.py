@@ -41,6 +41,12 @@ from dmqlocal.table_watch import RegionTables, TableWatch
 logger = logging.getLogger("dmq.local")
 # How long a count read waits for its region's pump to take in the stream.
 COUNT_CATCH_UP_S = 1.0
+# How long the streams of a store DMQ does not run itself (DMQ_DYNAMODB_ENDPOINT, a
+# cluster's own endpoint) must show nothing new before its pump counts as caught up (the
+# stop's last export, a full export's wait for the archive): DynamoDB Streams, and
+# LocalStack's, show a change some time after it was made; DynamoDB Local and the memory
+# store with it.
+ENDPOINT_STREAM_SETTLE_S = 1.0
 
 
 @dataclass
@@ -232,10 +238,13 @@ class LocalDmq:
             mine = [b for b in bindings if (b.table in store.tables if store.endpoint
                                             else b.table not in elsewhere)]
             if mine or not store.endpoint:
+                external = bool(store.endpoint) or self.store_kind is StoreKind.ENDPOINT
                 self.pumps.append(StreamPump(store.dynamodb, store.streams, mine, region,
                                              self.options.pump_interval_s,
                                              self._runtime.health, checkpoint_dir=checkpoints,
-                                             observer=partial(self._observed, region)))
+                                             observer=partial(self._observed, region),
+                                             settle_s=ENDPOINT_STREAM_SETTLE_S if external
+                                             else 0.0))
             targets += [ExportTarget(region, table, store.dynamodb, settings.control_table,
                                      clients.dynamodb, store.streams)
                         for table in store.exported]
