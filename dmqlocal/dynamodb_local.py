@@ -16,6 +16,7 @@ import ctypes
 import hashlib
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -48,11 +49,14 @@ STOP_TIMEOUT_S = 5.0  # SIGTERM, then SIGKILL: SQLite's journal makes either saf
 INSTALL_TIMEOUT_S = 600.0
 SHIM_SOURCE = Path(__file__).with_name("store_shim.c")
 SYNC_INTERVAL_S = 1.0
-# A fixed heap, touched at start: its memory is resident from the first second instead of
-# growing for the first half hour (DynamoDB Local keeps its data in SQLite, not the heap,
-# so 256 MiB holds whatever the tables hold).
-JVM_OPTIONS = ("-Xms256m", "-Xmx256m", "-XX:+AlwaysPreTouch", "-XX:+UseSerialGC",
+# A heap that starts at 16 MiB and grows to at most 256 MiB as the load asks: DynamoDB Local
+# keeps its data in SQLite, not the heap, so an idle store stays near 110 MiB resident and
+# answers in about a second (a heap of 256 MiB touched at start cost 250 MiB more and
+# 0.6 s). The serial collector gives memory back after a full collection. Options in
+# DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS come after these, so they win (docs/operations.md).
+JVM_OPTIONS = ("-Xms16m", "-Xmx256m", "-XX:+UseSerialGC",
                "-Djava.net.preferIPv4Stack=true")  # IPv4 sockets: the shim binds 127.0.0.1
+JAVA_OPTIONS_ENV = "DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS"
 
 
 class DynamoDBLocalError(RuntimeError):
@@ -168,6 +172,15 @@ def _run_cancellable(command: list[str], cancelled: Callable[[], bool]) -> tuple
         return int(process.returncode), errors.read().decode(errors="replace")
 
 
+def java_options() -> list[str]:
+    """The JVM options DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS adds (shell words)."""
+    try:
+        return shlex.split(os.environ.get(JAVA_OPTIONS_ENV, ""))
+    except ValueError as exc:
+        raise DynamoDBLocalError(f"{JAVA_OPTIONS_ENV} cannot be read ({exc}): give JVM "
+                                 "options as shell words, such as -Xmx512m") from exc
+
+
 def java() -> str:
     """The java executable, or a clear error."""
     found = shutil.which("java")
@@ -213,6 +226,7 @@ class DynamoDBLocal:
         self._stopping = threading.Event()
         self._syncs: PeriodicLoop | None = None
         self._log: Path | None = None
+        self._shim = False  # the shim is loaded: DMQ syncs the files (spawn)
 
     @property
     def endpoint(self) -> str:
@@ -235,11 +249,27 @@ class DynamoDBLocal:
         return self._process is not None and self._process.poll() is None
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
-        """Install if needed, start, and wait until it answers; return the endpoint.
-        StartCancelledError when `cancelled()` turns true meanwhile (the child is stopped)."""
+        """Install if needed, start (unless `spawn` did), and wait until it answers; return
+        the endpoint. StartCancelledError when `cancelled()` turns true meanwhile (the
+        child is stopped)."""
+        if self._process is None:
+            self.spawn()
+        self._wait_ready(timeout_s)
+        threading.Thread(target=self._watch, name="dmq-dynamodb-local-watch",
+                         daemon=True).start()
+        if self._shim and not self.sync_every_write and self.db_path is not None:
+            # fsync the database files once a second (DynamoDB Local's own fsyncs are off).
+            self._syncs = PeriodicLoop("dmq-dynamodb-local-sync", self.sync, SYNC_INTERVAL_S,
+                                       join_timeout_s=STOP_TIMEOUT_S)
+            self._syncs.start()
+        return self.endpoint
+
+    def spawn(self) -> None:
+        """Install if needed and start the process, without waiting for it: its JVM boots
+        while the caller does other work (`start` then waits)."""
         folder = install(cancelled=self._cancelled)
         command = [java(), f"-Djava.library.path={folder / 'DynamoDBLocal_lib'}",
-                   *JVM_OPTIONS,
+                   *JVM_OPTIONS, *java_options(),
                    "-jar", str(folder / "DynamoDBLocal.jar"),
                    "-port", str(self.port), "-disableTelemetry"]
         if self.db_path is None:
@@ -260,6 +290,7 @@ class DynamoDBLocal:
         # (SQLite's included) then stops creeping up under a steady load.
         env = {**os.environ, "MALLOC_ARENA_MAX": "2"}
         shim = shim_library()
+        self._shim = shim is not None
         if shim is not None:
             env["LD_PRELOAD"] = str(shim)
             if not self.sync_every_write:
@@ -273,15 +304,6 @@ class DynamoDBLocal:
                 stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
                 start_new_session=True,  # Ctrl-C reaches DMQ, which then stops it in order
             )
-        self._wait_ready(timeout_s)
-        threading.Thread(target=self._watch, name="dmq-dynamodb-local-watch",
-                         daemon=True).start()
-        if shim is not None and not self.sync_every_write and self.db_path is not None:
-            # fsync the database files once a second (DynamoDB Local's own fsyncs are off).
-            self._syncs = PeriodicLoop("dmq-dynamodb-local-sync", self.sync, SYNC_INTERVAL_S,
-                                       join_timeout_s=STOP_TIMEOUT_S)
-            self._syncs.start()
-        return self.endpoint
 
     def sync(self) -> None:
         """fsync every database file and the folder (also done at stop)."""

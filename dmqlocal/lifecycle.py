@@ -25,7 +25,7 @@ from dmqlocal.dynamodb_local import DynamoDBLocalError, StartCancelledError
 from dmqlocal.instance import DataFolder
 from dmqlocal.runner import LocalDmq, LocalOptions
 from dmqlocal.stop_requests import StopRequests
-from dmqlocal.stores import StoreKind
+from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.tls import TlsFiles, given_certificates, local_certificates, server_context
 
 logger = logging.getLogger("dmq.local")
@@ -45,8 +45,10 @@ class Lifecycle:
     """One run of the local server, from its options to its exit status."""
 
     def __init__(self, args: argparse.Namespace, store: StoreKind, folder: DataFolder,
-                 listener: socket.socket, requests: StopRequests) -> None:
+                 listener: socket.socket, requests: StopRequests,
+                 prepared: LocalStore | None = None) -> None:
         self._args = args
+        self._prepared = prepared  # the store, spawned already (startup.py)
         self._store = store
         self._folder = folder
         self._listener = listener
@@ -87,7 +89,8 @@ class Lifecycle:
             host=self._args.host, port=self._args.port, data_dir=self._args.data_dir,
             store=self._store, on_store_exit=self._requests.store_exited,
             sync_every_write=self._args.sync == "always", tls=tls,
-            listener=self._listener, cancelled=lambda: self._requests.requested)
+            listener=self._listener, cancelled=lambda: self._requests.requested,
+            prepared_store=self._prepared)
         return LocalDmq(dmq_app.app, dmq_app.runtime, options)
 
     def _see_log(self) -> str:

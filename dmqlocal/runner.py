@@ -67,6 +67,9 @@ class LocalOptions:
     listener: socket.socket | None = None  # bound already (preflight); else host:port
     # Polled while starting: when it turns true, start() stops and raises StartCancelledError.
     cancelled: Callable[[], bool] = field(default=lambda: False)
+    # The store, already spawned (`python -m dmqlocal` starts its JVM before loading DMQ);
+    # None: start() makes it.
+    prepared_store: LocalStore | None = None
 
 
 @dataclass
@@ -168,9 +171,11 @@ class LocalDmq:
         settings = replace(self.options.settings,
                            hosted_regions=self.options.settings.all_regions, data_dir=data_dir,
                            any_region=self.options.settings.any_region is not False)
-        self._store = LocalStore(self.store_kind, Path(data_dir or ".dmq"),
-                                 self.options.on_store_exit, self.options.sync_every_write,
-                                 self.options.cancelled)
+        prepared = self.options.prepared_store
+        self._store = (prepared if prepared is not None and prepared.kind is self.store_kind
+                       else LocalStore(self.store_kind, Path(data_dir or ".dmq"),
+                                       self.options.on_store_exit,
+                                       self.options.sync_every_write, self.options.cancelled))
         try:
             settings = self._store.start(settings)
         finally:

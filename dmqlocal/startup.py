@@ -8,13 +8,14 @@ import argparse
 import os
 import socket
 import sys
+from pathlib import Path
 
 from chalicelib.settings import ConfigurationError, Settings
+from dmqlocal.dynamodb_local import DynamoDBLocalError, StartCancelledError
 from dmqlocal.instance import DataFolder, DataFolderError
-from dmqlocal.lifecycle import Lifecycle
 from dmqlocal.preflight import PreflightError, bind_listener, check_tools
 from dmqlocal.stop_requests import StopRequests
-from dmqlocal.stores import StoreKind
+from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.tls import TlsConfigurationError
 
 
@@ -104,11 +105,34 @@ def run(argv: list[str] | None, requests: StopRequests) -> int:
     # Children (DynamoDB Local) and every later reader get the absolute folder.
     args.data_dir = str(folder.path)
     os.environ["DMQ_DATA_DIR"] = str(folder.path)
+    prepared: LocalStore | None = None
     try:
-        return Lifecycle(args, store, folder, listener, requests).run()
+        prepared = _spawn_store(args, store, requests)
+        from dmqlocal.lifecycle import Lifecycle  # heavy: DMQ loads while the JVM boots
+
+        return Lifecycle(args, store, folder, listener, requests, prepared).run()
     except TlsConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except DynamoDBLocalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except StartCancelledError:
+        return 0  # stopped while DynamoDB Local was being installed
     finally:
+        if prepared is not None:
+            prepared.stop()  # already stopped, unless DMQ failed before it took the store
         listener.close()
         folder.release()
+
+
+def _spawn_store(args: argparse.Namespace, store: StoreKind,
+                 requests: StopRequests) -> LocalStore | None:
+    """The store, with DynamoDB Local's process started before DMQ's modules load (about
+    half a second of imports), so that its JVM boots meanwhile; None for an endpoint."""
+    if store is StoreKind.ENDPOINT or os.environ.get("DMQ_DYNAMODB_ENDPOINT"):
+        return None
+    prepared = LocalStore(store, Path(args.data_dir), requests.store_exited,
+                          args.sync == "always", lambda: requests.requested)
+    prepared.spawn()
+    return prepared

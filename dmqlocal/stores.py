@@ -1,19 +1,23 @@
-"""The local store choices: DynamoDB Local (the default), in-process moto, or an endpoint.
+"""The local store choices: DynamoDB Local (the default), in memory, or an endpoint.
 
 `DMQ_STORE` picks one: `dynamodb-local` keeps its database under the data folder, so
-queues and messages survive restarts and crashes; `memory` keeps nothing; an endpoint
-in `DMQ_DYNAMODB_ENDPOINT` (LocalStack, another DynamoDB Local, AWS) wins over both.
+queues and messages survive restarts and crashes; `memory` keeps nothing: DynamoDB Local
+with `-inMemory` where Java and DynamoDB Local are there (the same engine, without its
+files), else in-process moto; an endpoint in `DMQ_DYNAMODB_ENDPOINT` (LocalStack,
+another DynamoDB Local, AWS) wins over both.
 """
 
 from __future__ import annotations
 
 import enum
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from chalicelib.settings import Settings
-from dmqlocal.dynamodb_local import DynamoDBLocal
+from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal, installed
 from dmqlocal.embedded import EmbeddedAws
 from dmqlocal.store_key import store_access_key
 
@@ -52,6 +56,11 @@ class LocalStore:
         self._on_exit = on_exit
         self._memory: EmbeddedAws | None = None
         self.dynamodb_local: DynamoDBLocal | None = None
+        self._scratch: Path | None = None  # the memory store's large bodies, removed at stop
+        # The memory store runs on DynamoDB Local where it can (moto serialises every
+        # call on one interpreter and is several times slower).
+        self.in_memory_jvm = (kind is StoreKind.MEMORY and shutil.which("java") is not None
+                              and installed())
 
     @property
     def description(self) -> str:
@@ -59,19 +68,43 @@ class LocalStore:
         if self.kind is StoreKind.DYNAMODB_LOCAL:
             return f"DynamoDB Local, data in {self.data_dir / 'dynamodb'}"
         if self.kind is StoreKind.MEMORY:
-            return "in-memory store: nothing is kept"
+            engine = "DynamoDB Local" if self.in_memory_jvm else "moto"
+            return f"in-memory store ({engine}): nothing is kept"
         return "external store"
 
+    def spawn(self) -> None:
+        """Start DynamoDB Local's process without waiting for it (its JVM boots while DMQ
+        loads); `start` waits. Nothing for the other stores."""
+        if self.dynamodb_local is None and (self.kind is StoreKind.DYNAMODB_LOCAL
+                                            or self.in_memory_jvm):
+            self.dynamodb_local = self._new_dynamodb_local()
+            self.dynamodb_local.spawn()
+
+    def _new_dynamodb_local(self) -> DynamoDBLocal:
+        folder = self.data_dir / "dynamodb" if self.kind is StoreKind.DYNAMODB_LOCAL else None
+        return DynamoDBLocal(folder, on_exit=self._on_exit,
+                             sync_every_write=self.sync_every_write, cancelled=self._cancelled)
+
     def start(self, settings: Settings) -> Settings:
-        """Start the store; return the settings that point DMQ at it."""
-        if self.kind is StoreKind.MEMORY:
+        """Start the store (unless `spawn` began it); return the settings that point DMQ
+        at it."""
+        if self.kind is StoreKind.MEMORY and not self.in_memory_jvm:
             self._memory = EmbeddedAws()
             self._memory.start()
             return settings
+        if self.kind is StoreKind.MEMORY:
+            if self.dynamodb_local is None:
+                self.dynamodb_local = self._new_dynamodb_local()
+            endpoint = self.dynamodb_local.start()
+            settings = replace(settings, dynamodb_endpoint=endpoint,
+                               store_credentials=(ACCESS_KEY, SECRET_KEY))
+            if settings.s3_endpoint is None and settings.bodies_dir is None:
+                self._scratch = Path(tempfile.mkdtemp(prefix="dmq-memory-bodies-"))
+                settings = replace(settings, bodies_dir=str(self._scratch))
+            return settings
         if self.kind is StoreKind.DYNAMODB_LOCAL:
-            self.dynamodb_local = DynamoDBLocal(self.data_dir / "dynamodb", on_exit=self._on_exit,
-                                                sync_every_write=self.sync_every_write,
-                                                cancelled=self._cancelled)
+            if self.dynamodb_local is None:
+                self.dynamodb_local = self._new_dynamodb_local()
             key = store_access_key(self.data_dir, self.data_dir / "dynamodb")
             endpoint = self.dynamodb_local.start()
             settings = replace(settings, dynamodb_endpoint=endpoint,
@@ -90,3 +123,6 @@ class LocalStore:
         if self.dynamodb_local is not None:
             self.dynamodb_local.stop(at_once=at_once)
             self.dynamodb_local = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None

@@ -7,13 +7,16 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tests.e2e.conftest import ROOT, free_port, server_env
+import boto3
+
+from tests.e2e.conftest import CLIENT_CONFIG, ROOT, free_port, launch, server_env
 
 QUICK_S = 10.0  # far less than a DynamoDB Local start; the checks take milliseconds
 
@@ -130,3 +133,72 @@ def test_the_memory_store_needs_no_java(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=30)
     assert "DMQ is listening on" in first, first + out
     assert proc.returncode == 0, first + out
+
+
+def test_the_memory_store_runs_on_dynamodb_local_in_memory_and_leaves_nothing(
+        tmp_path: Path) -> None:
+    """GIVEN Java and DynamoDB Local WHEN DMQ_STORE=memory THEN the store is DynamoDB Local
+    with -inMemory (no database file in the data folder), a large body round-trips, and
+    the stop leaves no scratch folder of large bodies behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    dmq = launch(DMQ_STORE="memory", DMQ_DATA_DIR=str(tmp_path / "data"), TMPDIR=str(scratch))
+    try:
+        assert dmq.wait_ready(60), dmq.output
+        assert "in-memory store (DynamoDB Local): nothing is kept" in dmq.output
+        children = _child_commands(dmq.process.pid)
+        assert any("-inMemory" in c and "DynamoDBLocal.jar" in c for c in children), children
+        sqs = boto3.client("sqs", endpoint_url=dmq.url, region_name="us-east-1",
+                           aws_access_key_id="any-key", aws_secret_access_key="any-secret",
+                           config=CLIENT_CONFIG)
+        url = sqs.create_queue(QueueName="big")["QueueUrl"]
+        body = "b" * 290_000  # above the inline limit: kept in the scratch folder
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+        got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2)["Messages"]
+        assert got[0]["Body"] == body
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("dmq-memory-bodies-")]
+    finally:
+        dmq.process.send_signal(signal.SIGINT)
+        dmq.process.wait(timeout=30)
+    assert dmq.process.returncode == 0, dmq.output
+    assert not (tmp_path / "data" / "dynamodb").exists()
+    assert not [p for p in scratch.iterdir() if p.name.startswith("dmq-memory-bodies-")]
+
+
+def test_java_options_from_the_setting_reach_dynamodb_local(tmp_path: Path) -> None:
+    """DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS come after DMQ's own JVM options (so they win)."""
+    dmq = launch(DMQ_DATA_DIR=str(tmp_path / "data"),
+                 DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS="-Xmx300m -XX:+AlwaysPreTouch")
+    try:
+        assert dmq.wait_ready(60), dmq.output
+        java = [c for c in _child_commands(dmq.process.pid) if "DynamoDBLocal.jar" in c]
+        assert len(java) == 1, java
+        words = java[0].split()
+        assert words.index("-Xmx300m") > words.index("-Xmx256m")
+        assert "-XX:+AlwaysPreTouch" in words
+    finally:
+        dmq.process.send_signal(signal.SIGINT)
+        dmq.process.wait(timeout=30)
+
+
+def test_unreadable_java_options_are_one_paragraph(tmp_path: Path) -> None:
+    code, output, seconds = _run(tmp_path, DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS='-Xmx1g "-Dx=1')
+    assert code == 1
+    line = _one_paragraph(output)
+    assert "DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS cannot be read" in line
+    assert seconds < QUICK_S
+
+
+def _child_commands(pid: int) -> list[str]:
+    """The command lines of the process's children."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) != pid:
+                continue
+            found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError):
+            continue
+    return found
