@@ -2,13 +2,17 @@
 message lifecycle, with nothing of DMQ in between.
 
 The tables are DMQ's own (`infra/dmq.template.json`: the visibility index, the stream),
-on a DynamoDB Local started as `make run` starts it. Producers write batches of ten in
-one transaction of conditional puts; consumers query the visibility index for ten (it
-projects the messages), claim them in one transaction and delete them in one transaction
-(the counts are kept from the stream, off this path). That is the store work of a
-message sent, received and deleted in batches of ten, the lower bound of what DMQ can do
-on this store. The CPU time of DynamoDB Local and of this process's boto3 clients is
-read from /proc, so the figures per message do not depend on what else the machine runs.
+on a DynamoDB Local started as `make run` starts it. The requests are those DMQ makes for
+a message sent, received and deleted in batches of ten (its DynamoDB counts per message
+in the same lifecycle: 0.1 of each): producers write a batch in one transaction of
+conditional puts; a consumer queries the visibility index for ten, claims them in one
+transaction, reads the won items back with one consistent BatchGetItem, and deletes them
+in one transaction (the counts are kept from the stream, off this path). Each consumer
+has a partition of its own, fed by the producers in turn: DMQ's receives share what one
+read found (its frontier) instead of racing for the same candidates, so the floor has no
+contention DMQ does not have. That is the lower bound of DMQ's lifecycle on this store.
+The CPU time of DynamoDB Local and of this process's boto3 clients is read from /proc,
+so the figures per message do not depend on what else the machine runs.
 
 Then the store calls behind one SendMessage, ReceiveMessage and DeleteMessage, one at a
 time: the least each of those can take on this store, before any HTTP, parsing or logic.
@@ -36,7 +40,7 @@ from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
 from infra import provision
 
 MESSAGES, CONTROL, INDEX = "floor-messages", "floor-control", "visible-index"
-PK = "floor/q#0"
+PK = "floor/q#0"  # the single calls' partition; the lifecycle's are floor/q#1, #2, ...
 BATCH = 10
 SEND, RECEIVE, DELETE = "SendMessage", "ReceiveMessage", "DeleteMessage"
 PUT_ITEM, QUERY, DELETE_ITEM = "PutItem", "Query", "DeleteItem"
@@ -71,8 +75,8 @@ class _Store:
                                              max_pool_connections=4))
 
     @staticmethod
-    def _item(now_ms: int) -> dict[str, Any]:
-        return {"pk": {"S": PK}, "sk": {"S": str(uuid.uuid4())},
+    def _item(now_ms: int, pk: str = PK) -> dict[str, Any]:
+        return {"pk": {"S": pk}, "sk": {"S": str(uuid.uuid4())},
                 "visible_at": {"N": str(now_ms)}, "sent_ms": {"N": str(now_ms)},
                 "expires_ms": {"N": str(now_ms + 345_600_000)},
                 "expires_at": {"N": str(now_ms // 1000 + 345_600)}, "rc": {"N": "0"},
@@ -84,25 +88,30 @@ class _Store:
     def delete_one(self, item: dict[str, Any]) -> None:
         self.db.delete_item(TableName=MESSAGES, Key={"pk": item["pk"], "sk": item["sk"]})
 
-    def send(self, count: int) -> None:
+    def send(self, count: int, pk: str = PK) -> None:
         """As a deduplicated send: one conditional PutItem, or one transaction of
         conditional Puts for a batch (the counts are the stream's, off the path)."""
         now = int(time.time() * 1000)
         if count == 1:
-            self.db.put_item(TableName=MESSAGES, Item=self._item(now),
+            self.db.put_item(TableName=MESSAGES, Item=self._item(now, pk),
                              ConditionExpression="attribute_not_exists(sk)")
         else:
             self.db.transact_write_items(TransactItems=[
-                {"Put": {"TableName": MESSAGES, "Item": self._item(now),
+                {"Put": {"TableName": MESSAGES, "Item": self._item(now, pk),
                          "ConditionExpression": "attribute_not_exists(sk)"}}
                 for _ in range(count)])
 
-    def candidates(self, limit: int) -> list[dict[str, Any]]:
+    def candidates(self, limit: int, pk: str = PK) -> list[dict[str, Any]]:
         now = int(time.time() * 1000)
         return list(self.db.query(
             TableName=MESSAGES, IndexName=INDEX, Limit=limit,
             KeyConditionExpression="pk = :pk AND visible_at <= :now",
-            ExpressionAttributeValues={":pk": {"S": PK}, ":now": {"N": str(now)}})["Items"])
+            ExpressionAttributeValues={":pk": {"S": pk}, ":now": {"N": str(now)}})["Items"])
+
+    def read_back(self, found: list[dict[str, Any]]) -> None:
+        """As DMQ reads what it claimed: one consistent BatchGetItem of the won items."""
+        self.db.batch_get_item(RequestItems={MESSAGES: {
+            "Keys": [{"pk": i["pk"], "sk": i["sk"]} for i in found], "ConsistentRead": True}})
 
     @staticmethod
     def _claim(item: dict[str, Any]) -> dict[str, Any]:
@@ -135,30 +144,35 @@ class _Store:
             self.db.transact_write_items(TransactItems=[{"Delete": d} for d in deletes])
 
 
+def _partition(consumer: int) -> str:
+    return f"floor/q#{consumer + 1}"
+
+
 def _lifecycle(endpoint: str, messages: int, producers: int, consumers: int,
                timeout_s: float) -> int:
     """Send, claim and delete `messages` in batches of ten; return the messages deleted."""
     deleted, lock, stop = [0], threading.Lock(), threading.Event()
 
-    def produce(batches: int) -> None:
+    def produce(first: int, batches: int) -> None:
         store = _Store(endpoint)
-        for _ in range(batches):
-            store.send(BATCH)
+        for n in range(batches):
+            store.send(BATCH, _partition((first + n) % consumers))
 
-    def consume() -> None:
-        store = _Store(endpoint)
+    def consume(mine: int) -> None:
+        store, pk = _Store(endpoint), _partition(mine)
         while not stop.is_set():
-            found = store.candidates(BATCH)
+            found = store.candidates(BATCH, pk)
             if not found:
                 time.sleep(0.005)
             elif store.claim_many(found):
+                store.read_back(found)
                 store.delete(found)
                 with lock:
                     deleted[0] += len(found)
 
-    threads = [threading.Thread(target=produce, args=(messages // BATCH // producers,))
-               for _ in range(producers)]
-    threads += [threading.Thread(target=consume) for _ in range(consumers)]
+    threads = [threading.Thread(target=produce, args=(p, messages // BATCH // producers))
+               for p in range(producers)]
+    threads += [threading.Thread(target=consume, args=(c,)) for c in range(consumers)]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + timeout_s
