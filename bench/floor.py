@@ -7,7 +7,9 @@ a message sent, received and deleted in batches of ten (its DynamoDB counts per 
 in the same lifecycle: 0.1 of each): producers write a batch in one transaction of
 conditional puts; a consumer queries the visibility index for ten, claims them in one
 transaction, reads the won items back with one consistent BatchGetItem, and deletes them
-in one transaction (the counts are kept from the stream, off this path). Each consumer
+in one transaction; and, as DMQ's stream reader does (the counts, the audit archive and
+the exports come from the stream), a reader takes the table's stream records with
+GetRecords in a pass every 0.2 s. Each consumer
 has a partition of its own, fed by the producers in turn: DMQ's receives share what one
 read found (its frontier) instead of racing for the same candidates, so the floor has no
 contention DMQ does not have. That is the lower bound of DMQ's lifecycle on this store.
@@ -144,6 +146,73 @@ class _Store:
             self.db.transact_write_items(TransactItems=[{"Delete": d} for d in deletes])
 
 
+class _StreamReader:
+    """GetRecords over the messages table's stream shards, a pass every PASS_S (back to
+    back while a pass finds a full page), from the oldest record on (as DMQ's pump, which
+    reads the warm-up's records before the measured lifecycle); what DMQ's stream pump
+    asks of the store while a lifecycle runs."""
+
+    PASS_S, PAGE = 0.2, 1000
+
+    def __init__(self, endpoint: str) -> None:
+        self._db = _Store(endpoint).db
+        self._streams: Any = boto3.client(
+            "dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
+            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+            config=Config(retries={"max_attempts": 1}))
+        self._arn = self._db.describe_table(TableName=MESSAGES)["Table"]["LatestStreamArn"]
+        self._iterators: dict[str, str] = {}
+        self.records = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="floor-stream-reader")
+
+    def _open_shards(self) -> None:
+        shards = self._streams.describe_stream(StreamArn=self._arn)["StreamDescription"]["Shards"]
+        for shard in shards:
+            if shard["ShardId"] not in self._iterators and \
+                    "EndingSequenceNumber" not in shard["SequenceNumberRange"]:
+                self._iterators[shard["ShardId"]] = self._streams.get_shard_iterator(
+                    StreamArn=self._arn, ShardId=shard["ShardId"],
+                    ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+
+    def _pass(self) -> bool:
+        """One GetRecords per open shard; whether a page came back full."""
+        full = False
+        for shard, iterator in list(self._iterators.items()):
+            try:
+                page = self._streams.get_records(ShardIterator=iterator, Limit=self.PAGE)
+            except self._streams.exceptions.TrimmedDataAccessException:
+                # As DMQ's pump: DynamoDB Local trims a shard's records; go on from its
+                # oldest record.
+                self._iterators[shard] = self._streams.get_shard_iterator(
+                    StreamArn=self._arn, ShardId=shard,
+                    ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+                continue
+            self.records += len(page["Records"])
+            full = full or len(page["Records"]) >= self.PAGE
+            if page.get("NextShardIterator"):
+                self._iterators[shard] = page["NextShardIterator"]
+            else:
+                del self._iterators[shard]
+                self._open_shards()
+        return full
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            if not self._pass():
+                self._stop.wait(max(0.0, began + self.PASS_S - time.monotonic()))
+
+    def __enter__(self) -> _StreamReader:
+        self._open_shards()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
 def _partition(consumer: int) -> str:
     return f"floor/q#{consumer + 1}"
 
@@ -226,10 +295,11 @@ def lifecycle_rate(endpoint: str, messages: int = 4000, producers: int = 4,
                    consumers: int = 4, timeout_s: float = 300.0) -> tuple[int, float]:
     """The floor's lifecycle on a running store with the floor's tables, after a warm-up
     of half as many messages: (messages deleted, seconds)."""
-    _lifecycle(endpoint, messages // 2, producers, consumers, timeout_s)
-    started = time.perf_counter()
-    done = _lifecycle(endpoint, messages, producers, consumers, timeout_s)
-    return done, time.perf_counter() - started
+    with _StreamReader(endpoint):
+        _lifecycle(endpoint, messages // 2, producers, consumers, timeout_s)
+        started = time.perf_counter()
+        done = _lifecycle(endpoint, messages, producers, consumers, timeout_s)
+        return done, time.perf_counter() - started
 
 
 def measure_floor(messages: int = 4000, producers: int = 4, consumers: int = 4,
@@ -242,13 +312,15 @@ def measure_floor(messages: int = 4000, producers: int = 4, consumers: int = 4,
             provision_tables(endpoint)
             pid = store.pid
             assert pid is not None
-            _lifecycle(endpoint, messages // 2, producers, consumers, timeout_s)  # JIT warm-up
-            _single_calls(endpoint, single_calls // 3)
-            store_cpu, client_cpu = _cpu_s(pid), time.process_time()
-            started = time.perf_counter()
-            done = _lifecycle(endpoint, messages, producers, consumers, timeout_s)
-            seconds = time.perf_counter() - started
-            store_cpu, client_cpu = _cpu_s(pid) - store_cpu, time.process_time() - client_cpu
+            with _StreamReader(endpoint):
+                _lifecycle(endpoint, messages // 2, producers, consumers, timeout_s)  # warm-up
+                _single_calls(endpoint, single_calls // 3)
+                store_cpu, client_cpu = _cpu_s(pid), time.process_time()
+                started = time.perf_counter()
+                done = _lifecycle(endpoint, messages, producers, consumers, timeout_s)
+                seconds = time.perf_counter() - started
+                store_cpu = _cpu_s(pid) - store_cpu
+                client_cpu = time.process_time() - client_cpu
             recorder = _single_calls(endpoint, single_calls)
         finally:
             store.stop()

@@ -33,6 +33,7 @@ from bench import (
     request_dedup,
     scale,
     stop_time,
+    store_modes,
     throttle,
 )
 from bench.attributes import AttributesResult, measure_attributes
@@ -228,8 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     (`bench/idle_cost.py`), what each SQS call costs the store in requests, latency
     and dollars (`bench/request_cost.py`), how shards follow a ramp of load
     (`bench/autoscale.py`), what a frozen cluster does to the others
-    (`bench/isolation.py`), and DMQ at the scale of many waiting consumers, queues and
-    messages (`bench/scale.py`)."""
+    (`bench/isolation.py`), DMQ at the scale of many waiting consumers, queues and
+    messages (`bench/scale.py`), and the memory store against the default one
+    (`bench/store_modes.py`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     bench(argv)
     quick = parse_args(argv).quick
@@ -263,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # DMQ at scale: waiting consumers, 10,000 queues, a million messages, fair share at that
     # size (servers of their own, one after the other).
     scale.main(["--quick"] if quick else [])
+    # The store modes: DMQ_STORE=memory against the default store, side by side.
+    store_modes.main(["--quick"] if quick else [])
     return 0
 
 

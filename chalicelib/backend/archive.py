@@ -19,7 +19,6 @@ and size, and the same for message attributes.
 
 from __future__ import annotations
 
-import copy
 import gzip
 import hashlib
 import json
@@ -61,7 +60,7 @@ def json_lines_gz(rows: Iterable[Mapping[str, Any]]) -> bytes:
     """Gzip JSON lines, byte-for-byte the same for the same rows (no timestamp in the header)."""
     text = "".join(json.dumps(row, separators=(",", ":"), sort_keys=True, default=str) + "\n"
                    for row in rows)
-    return gzip.compress(text.encode("utf-8"), mtime=0)
+    return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
 
 
 def redact_image(image: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,12 +77,16 @@ def redact_image(image: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def redact_record(record: Mapping[str, Any]) -> Record:
-    """A stream record whose images hold no message content."""
-    result = copy.deepcopy(dict(record))
-    stream = result.get("dynamodb", {})
-    for image in ("NewImage", "OldImage"):
-        if image in stream:
-            stream[image] = redact_image(stream[image])
+    """A stream record whose images hold no message content. The record, its `dynamodb`
+    part and its images are new dicts; the values they share with `record` are not
+    changed here (a deep copy of every record cost the stream reader about a sixth of
+    the local server's time under load)."""
+    result = dict(record)
+    if "dynamodb" in result:
+        stream = result["dynamodb"] = dict(result["dynamodb"])
+        for image in ("NewImage", "OldImage"):
+            if image in stream:
+                stream[image] = redact_image(stream[image])
     return result
 
 

@@ -59,6 +59,8 @@ def test_quick_bench_measures_and_judges_every_figure(tmp_path: Path) -> None:
 
     page = output.with_suffix(".md").read_text()
     assert "**The store's floor.**" in page and "DeleteMessage: conditional DeleteItem" in page
+    assert "DMQ's batched lifecycle against the floor, in the same run:" in page
+    assert "| DMQ / store (target <= 2x) |" in page
     assert "| figure | moto | DMQ | ratio | target | PASS/FAIL |" in page
     assert all(name in page for name in FIGURES)
     saved = json.loads(output.read_text())
