@@ -4,6 +4,7 @@ audits over what the local server archived)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from typing import Any
 
 from dmqcli.admin_api import without_route
@@ -25,6 +26,9 @@ def _export(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def _audit(ctx: Context, args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("pyspark") is None:
+        raise CliError("the audits run on Spark, which `make run` does not install: "
+                       "`make audit` installs it (requirements-dev.txt) and runs them")
     from dmqlocal import audit  # Spark and the jobs load only for this command
 
     return audit.run(args)

@@ -349,3 +349,18 @@ def test_an_audit_of_a_missing_folder_fails(tmp_path: Path,
 def test_only_the_named_jobs_run() -> None:
     assert audit.wanted_jobs(["usage_report"]) == ["usage_report"]
     assert audit.wanted_jobs(None) == list(audit.JOBS)
+
+
+def test_an_audit_without_spark_says_how_to_get_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make run` installs no Spark: `dmq audit` then says so in one line, exit 1."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pyspark" else real(name, *a))
+    assert cli.main(["audit", "--data-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "the audits run on Spark, which `make run` does not install" in err
+    assert "make audit" in err and "Traceback" not in err
