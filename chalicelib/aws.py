@@ -10,7 +10,10 @@ import boto3
 import botocore.loaders
 import botocore.session
 from botocore.config import Config
+from botocore.credentials import Credentials
 
+from chalicelib.dynamo_client import CALLS as LEAN_SERVICES
+from chalicelib.dynamo_client import LeanDynamoDB, wants_lean
 from chalicelib.settings import Settings
 
 if TYPE_CHECKING:
@@ -58,14 +61,20 @@ def store_config(settings: Settings, background: bool = False) -> Config:
     """The botocore config of DMQ's clients: the settings' store budget, and a connection
     pool sized by `store_concurrency`; background work (the local stream pump, table
     exports) waits longer for a busy store instead."""
-    read = max(settings.store_read_timeout_s, BACKGROUND_READ_TIMEOUT_S) if background else (
-        settings.store_read_timeout_s)
     return Config(
         retries={"mode": "standard", "total_max_attempts": settings.store_attempts},
         connect_timeout=settings.store_connect_timeout_s,
-        read_timeout=read,
+        read_timeout=read_timeout_s(settings, background),
         max_pool_connections=store_concurrency(settings).pool_connections,
     )
+
+
+def read_timeout_s(settings: Settings, background: bool = False) -> float:
+    """How long one store call waits for its answer: the store budget's read timeout, or
+    the longer background one."""
+    if background:
+        return max(settings.store_read_timeout_s, BACKGROUND_READ_TIMEOUT_S)
+    return settings.store_read_timeout_s
 
 
 DUMMY_CREDENTIALS = ("dmq", "dmq")
@@ -93,6 +102,7 @@ class Clients:
         self._settings = settings
         self.region = region or settings.region
         self._config = store_config(settings, background)
+        self._background = background
         self._lock = threading.Lock()
         self._cache: dict[str, Any] = {}
         self._store_credentials: tuple[tuple[str, str] | None] | None = None
@@ -120,7 +130,8 @@ class Clients:
         with self._lock:
             if name not in self._cache:
                 key, secret = credentials or (None, None)
-                self._cache[name] = new_session().client(
+                session = new_session()
+                client = session.client(
                     service,  # type: ignore[call-overload]
                     region_name=self.region,
                     endpoint_url=endpoint,
@@ -128,7 +139,21 @@ class Clients:
                     aws_access_key_id=key,
                     aws_secret_access_key=secret,
                 )
+                if service in LEAN_SERVICES and wants_lean(endpoint, self._settings.store_client):
+                    client = self._lean(client, str(endpoint), session, credentials)
+                self._cache[name] = client
             return self._cache[name]
+
+    def _lean(self, client: Any, endpoint: str, session: boto3.session.Session,
+              credentials: tuple[str, str] | None) -> LeanDynamoDB:
+        """The DynamoDB (or Streams) client whose item calls skip botocore's machinery,
+        with the same budget and pool size (chalicelib/dynamo_client.py)."""
+        signing = (Credentials(*credentials) if credentials is not None
+                   else session.get_credentials())
+        settings = self._settings
+        return LeanDynamoDB(client, endpoint, signing, settings.store_connect_timeout_s,
+                            read_timeout_s(settings, self._background),
+                            store_concurrency(settings).pool_connections)
 
     @property
     def dynamodb(self) -> DynamoDBClient:

@@ -92,6 +92,9 @@ class Settings:
     store_connect_timeout_s: float = 1.0
     store_read_timeout_s: float = 2.0
     store_attempts: int = 2
+    # "lean": item calls to a plain-HTTP DynamoDB endpoint skip botocore's request and
+    # answer machinery (chalicelib/dynamo_client.py); "botocore": every call is botocore's.
+    store_client: str = "lean"
 
     # Logs: "json" (Powertools, the default on Lambda) or "text"; metrics: "emf" (the
     # default on Lambda) or "off".
@@ -223,6 +226,7 @@ class Settings:
         try:
             regional = {**regional_settings(env, on_lambda), **cluster_settings(env),
                         "autoscale": autoscale_policy(env), "guard": GuardSettings.from_env(env)}
+            storage = storage_settings(env, base, region)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from exc
         return cls(
@@ -233,7 +237,7 @@ class Settings:
             hosted_regions=_names(env.get("DMQ_HOSTED_REGIONS", ""), (region,)),
             failover_after_s=float(env.get("DMQ_FAILOVER_AFTER_S", base.failover_after_s)),
             on_lambda=on_lambda,
-            **storage_settings(env, base, region),
+            **storage,
             **security_settings(env, base, on_lambda),
             **serving_settings(env, base, on_lambda),
             **limit_settings(env),

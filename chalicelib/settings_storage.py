@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from chalicelib.settings import Settings
 
+STORE_CLIENTS = ("lean", "botocore")
+
 
 def storage_settings(env: Mapping[str, str], base: Settings, region: str) -> dict[str, Any]:
     """The storage fields of the settings; `base` gives the defaults. Unset, the stream
@@ -37,7 +39,17 @@ def storage_settings(env: Mapping[str, str], base: Settings, region: str) -> dic
         "store_read_timeout_s": float(
             env.get("DMQ_STORE_READ_TIMEOUT_S", base.store_read_timeout_s)),
         "store_attempts": max(1, int(env.get("DMQ_STORE_ATTEMPTS", base.store_attempts))),
+        "store_client": _store_client(env.get("DMQ_STORE_CLIENT", base.store_client)),
     }
+
+
+def _store_client(value: str) -> str:
+    """DMQ_STORE_CLIENT: "lean" or "botocore"; ValueError for anything else."""
+    choice = value.strip().lower()
+    if choice not in STORE_CLIENTS:
+        raise ValueError(f"DMQ_STORE_CLIENT must be one of {', '.join(STORE_CLIENTS)}, "
+                         f"not {value!r}")
+    return choice
 
 
 def _local_stream_arn(region: str, table: str) -> str:

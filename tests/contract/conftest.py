@@ -2,19 +2,24 @@
 
 One DynamoDB Local (-inMemory) serves the whole session; each case gets its own tables,
 created from the real template under names of its own, and deletes them afterwards.
+DynamoDB Local is reached as DMQ reaches it (`chalicelib.aws.Clients`: its item calls
+through the lean client, chalicelib/dynamo_client.py); moto through botocore.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import boto3
 import pytest
 
+from chalicelib.aws import Clients
 from chalicelib.backend.counters import ShardCounters
+from chalicelib.dynamo_client import LeanDynamoDB
+from chalicelib.settings import Settings
 from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
 from dmqlocal.embedded import EmbeddedAws
 from dmqlocal.handlers import StreamBinding
@@ -84,10 +89,10 @@ def local_store(dynamodb_local: str) -> Iterator[Store]:
 
 
 def _local_store(endpoint: str, suffix: str) -> Iterator[Store]:
-    options: dict[str, Any] = {"endpoint_url": endpoint, "region_name": REGION,
-               "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY}
-    dynamodb = boto3.client("dynamodb", **options)
-    streams = boto3.client("dynamodbstreams", **options)
+    clients = Clients(replace(Settings(), region=REGION, dynamodb_endpoint=endpoint,
+                              store_credentials=(ACCESS_KEY, SECRET_KEY)))
+    dynamodb, streams = clients.dynamodb, clients.streams
+    assert isinstance(dynamodb, LeanDynamoDB)
     names = _create_tables(dynamodb, suffix)
     yield Store(DYNAMODB_LOCAL, dynamodb, streams, names["MessagesTableName"],
                 names["QueuesTableName"])
