@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from chalicelib import observability
 from chalicelib.clock import SystemClock
@@ -77,10 +78,7 @@ def read_gauges(runtime: Runtime, now_ms: Callable[[], int]) -> list[QueueGauges
 
 
 class DmqCollector(Collector):
-    """The Prometheus families of one scrape."""
-
-    def __init__(self, gauges: Callable[[], list[QueueGauges]]) -> None:
-        self._gauges = gauges
+    """The Prometheus families of one scrape but the per-queue gauges (`render_gauges`)."""
 
     def collect(self) -> Iterator[Metric]:
         totals = observability.queue_totals()
@@ -105,20 +103,32 @@ class DmqCollector(Collector):
                 observability.queue_replication_lags().items()):
             queue_lag.add_metric([account, queue, region], lag_ms / 1000)
         yield queue_lag
-        yield from _gauge_families(self._gauges())
 
 
-def _gauge_families(gauges: Iterable[QueueGauges]) -> Iterator[Metric]:
-    families = {name: GaugeMetricFamily(name, text, labels=["region", "account", "queue"])
-                for name, text in GAUGES.items()}
-    for g in gauges:
-        labels = [g.region, g.account, g.queue]
-        families["dmq_messages_visible"].add_metric(labels, g.visible)
-        families["dmq_messages_in_flight"].add_metric(labels, g.in_flight)
-        families["dmq_messages_delayed"].add_metric(labels, g.delayed)
-        families["dmq_oldest_message_age_seconds"].add_metric(labels, g.oldest_age_s)
-        families["dmq_queue_shards"].add_metric(labels, g.shards)
-    yield from families.values()
+def _gauge_values(g: QueueGauges) -> tuple[float, ...]:
+    """A queue's gauges, in the order of GAUGES."""
+    return (g.visible, g.in_flight, g.delayed, g.oldest_age_s, g.shards)
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render_gauges(gauges: Iterable[QueueGauges]) -> bytes:
+    """The per-queue gauge families in the text format, as prometheus_client writes
+    them (labels in name order; the same bytes: tests/unit/test_metrics_exposition.py).
+    Written here rather than through metric families: with 10,000 queues, building and
+    writing 50,000 samples through prometheus_client took about 0.6 s of the scrape's
+    CPU, this about a tenth of it."""
+    rows = [(f'{{account="{_label(g.account)}",queue="{_label(g.queue)}",'
+             f'region="{_label(g.region)}"}} ', _gauge_values(g)) for g in gauges]
+    out: list[str] = []
+    for index, (name, text) in enumerate(GAUGES.items()):
+        help_text = text.replace("\\", "\\\\").replace("\n", "\\n")
+        out.append(f"# HELP {name} {help_text}\n# TYPE {name} gauge\n")
+        out.extend(f"{name}{labels}{floatToGoString(values[index])}\n"
+                   for labels, values in rows)
+    return "".join(out).encode("utf-8")
 
 
 class MetricsEndpoint:
@@ -131,14 +141,18 @@ class MetricsEndpoint:
         self._now_ms = now_ms or SystemClock().now_ms
         self.reads = 0  # gauge reads of the store, for tests
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(DmqCollector(self._read_gauges))
-        self._shared = SharedRender(lambda: generate_latest(self.registry), cache_s)
+        self.registry.register(DmqCollector())
+        self._shared = SharedRender(self._render, cache_s)
         self._gzip_lock = threading.Lock()
         self._gzipped: tuple[bytes, bytes] | None = None  # (rendering, compressed)
 
     def _read_gauges(self) -> list[QueueGauges]:
         self.reads += 1
         return read_gauges(self._runtime, self._now_ms)
+
+    def _render(self) -> bytes:
+        """The whole exposition: the counters and lags, then every queue's gauges."""
+        return generate_latest(self.registry) + render_gauges(self._read_gauges())
 
     @property
     def renders(self) -> int:
