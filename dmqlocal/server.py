@@ -30,6 +30,7 @@ from chalice.config import Config
 from chalice.local import LocalGatewayException, RouteMatcher
 
 from chalicelib.settings import Settings
+from dmqlocal import http_headers
 from dmqlocal.connection import Connection, ConnectionGateway, trusted_headers
 from dmqlocal.connection_pool import HOT_S, ConnectionPool, PooledConnection, fd_room, refuse
 from dmqlocal.http_errors import HttpError, Reply, is_sqs_error, reshaped, sqs_error
@@ -338,6 +339,7 @@ class LocalServer:
                  listener: socket.socket | None = None,
                  trusted_proxies: tuple[str, ...] = (), gate: Gate | None = None) -> None:
         serve_from_threads(app)  # each thread reads its own request, not the last one's
+        http_headers.install()  # headers without the email parser (http_headers.py)
         handler = type("Handler", (_Handler,), {
             "gateway": ConnectionGateway(app, Config()),
             "matcher": RouteMatcher(list(app.routes)),
