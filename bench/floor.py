@@ -13,11 +13,16 @@ GetRecords in a pass every 0.2 s. Each consumer
 has a partition of its own, fed by the producers in turn: DMQ's receives share what one
 read found (its frontier) instead of racing for the same candidates, so the floor has no
 contention DMQ does not have. That is the lower bound of DMQ's lifecycle on this store.
-The CPU time of DynamoDB Local and of this process's boto3 clients is read from /proc,
-so the figures per message do not depend on what else the machine runs.
+The lifecycle's calls go through the client DMQ's own store calls use (the lean client of
+`chalicelib/dynamo_client.py`, from `chalicelib.aws.Clients`), so the floor's client
+costs no more CPU than DMQ's. The CPU time of DynamoDB Local and of this process's
+clients is read from /proc, so the figures per message do not depend on what else the
+machine runs.
 
 Then the store calls behind one SendMessage, ReceiveMessage and DeleteMessage, one at a
-time: the least each of those can take on this store, before any HTTP, parsing or logic.
+time, through boto3 as an SDK makes them (as DMQ's own single calls are timed, through
+boto3's SQS client): the least each of those can take on this store, before any HTTP,
+parsing or logic.
 `store_round_trips` times the single item calls alone (PutItem, a Query of one on the
 visibility index, DeleteItem), and `lifecycle_rate` the lifecycle, on a store someone
 else started (`bench/request_cost.py` sets them beside DMQ on the same store).
@@ -30,7 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,8 @@ import boto3
 from botocore.config import Config
 
 from bench.timing import Latency, Recorder
+from chalicelib.aws import Clients
+from chalicelib.settings import Settings
 from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
 from infra import provision
 
@@ -70,8 +77,14 @@ def _cpu_s(pid: int) -> float:
 class _Store:
     """boto3 calls on DMQ's tables, shaped as DMQ's store makes them."""
 
-    def __init__(self, endpoint: str) -> None:
-        self.db: Any = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+    def __init__(self, endpoint: str, lean: bool = False) -> None:
+        """boto3's client, or (`lean`) the one DMQ's store calls go through."""
+        if lean:
+            self.db: Any = Clients(replace(Settings(), dynamodb_endpoint=endpoint,
+                                           store_credentials=(ACCESS_KEY, SECRET_KEY),
+                                           store_attempts=1)).dynamodb
+            return
+        self.db = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
                                aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
                                config=Config(retries={"max_attempts": 1},
                                              max_pool_connections=4))
@@ -223,12 +236,12 @@ def _lifecycle(endpoint: str, messages: int, producers: int, consumers: int,
     deleted, lock, stop = [0], threading.Lock(), threading.Event()
 
     def produce(first: int, batches: int) -> None:
-        store = _Store(endpoint)
+        store = _Store(endpoint, lean=True)
         for n in range(batches):
             store.send(BATCH, _partition((first + n) % consumers))
 
     def consume(mine: int) -> None:
-        store, pk = _Store(endpoint), _partition(mine)
+        store, pk = _Store(endpoint, lean=True), _partition(mine)
         while not stop.is_set():
             found = store.candidates(BATCH, pk)
             if not found:
