@@ -13,10 +13,12 @@ connections; every other attribute (table management, paginators, `exceptions`,
 `meta`) is the wrapped client's. What callers and hooks see stays botocore's:
 
 - the same events on the wrapped client's `meta.events`, with the same arguments:
-  `before-parameter-build` (botocore's own handler fills in a transaction's
-  ClientRequestToken there), `before-call` (a handler may answer in the call's place, or
-  raise), `after-call`, `after-call-error`; so the cluster guards, DMQ_COUNT_DYNAMODB and
-  chaos injection work unchanged;
+  `provide-client-params`, `before-parameter-build` (botocore's own handler fills in a
+  transaction's ClientRequestToken there), `before-call` (a handler may answer in the
+  call's place, or raise), `before-sign` (headers a handler adds are sent, unsigned),
+  `after-call`, `after-call-error`; so the cluster guards, DMQ_COUNT_DYNAMODB and chaos
+  injection work unchanged (`before-send` and `request-created` are not emitted: there
+  is no botocore request object);
 - the same retries: each attempt's outcome goes to the client's own `needs-retry`
   handler (botocore's standard mode with its retry quota and backoff);
 - the same answers and errors: a parsed answer with `ResponseMetadata`, binary values as
@@ -46,6 +48,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -246,6 +249,17 @@ class _Connections:
             connection.close()
 
 
+@dataclass
+class _Unsigned:
+    """The request as a `before-sign` hook sees it: headers it may add to."""
+
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    context: dict[str, Any]
+    method: str = "POST"
+
+
 class _Raw:
     """An answer's body as botocore's AWSResponse reads it (`content` calls `stream`)."""
 
@@ -355,7 +369,9 @@ class LeanDynamoDB:
         context: dict[str, Any] = {
             "client_region": self._region, "client_config": self._client.meta.config,
             "has_streaming_input": False, "auth_type": None}
-        params = dict(params)
+        params = dict(first_non_none_response(events.emit(
+            f"provide-client-params.{self._events_of}.{operation}", params=params,
+            model=model, context=context), default=params))
         events.emit(f"before-parameter-build.{self._events_of}.{operation}", params=params,
                     model=model, context=context)
         request = {
@@ -411,10 +427,17 @@ class LeanDynamoDB:
 
     def _head(self, request: dict[str, Any]) -> bytes:
         """The request line and headers, signed (unless there are no credentials); a
-        header a `before-call` hook added (such as Lambda's trace id) goes unsigned."""
+        header a `before-call` or `before-sign` hook added (such as Lambda's trace id)
+        goes unsigned."""
         headers: dict[str, str] = request["headers"]
         body: bytes = request["body"]
         target = headers["X-Amz-Target"]
+        self._client.meta.events.emit(
+            f"before-sign.{self._events_of}.{target.rsplit('.', 1)[-1]}",
+            request=_Unsigned(self._url, headers, body, request["context"]),
+            signing_name=self._client.meta.service_model.signing_name,
+            region_name=self._region, signature_version="v4", request_signer=None,
+            operation_name=target.rsplit(".", 1)[-1])
         if self._signer is not None:
             lines = self._signer.headers(target, body)
         else:
