@@ -346,11 +346,6 @@ class LeanDynamoDB:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
-    @property
-    def wrapped(self) -> Any:
-        """The botocore client behind this one."""
-        return self._client
-
     def close(self) -> None:
         """Close the kept connections (and the wrapped client's)."""
         self._connections.close()
