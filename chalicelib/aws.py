@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -154,6 +155,16 @@ class Clients:
         return LeanDynamoDB(client, endpoint, signing, settings.store_connect_timeout_s,
                             read_timeout_s(settings, self._background),
                             store_concurrency(settings).pool_connections)
+
+    def lean_wrapper(self) -> Callable[[Any], Any] | None:
+        """What makes a DynamoDB client built elsewhere (PynamoDB's, for the queue
+        records) the lean one, with this store's credentials and budget; None where the
+        lean client does not apply (AWS itself, TLS, or DMQ_STORE_CLIENT=botocore)."""
+        endpoint = self._settings.dynamodb_endpoint
+        if not wants_lean(endpoint, self._settings.store_client):
+            return None
+        session, credentials = new_session(), self.store_credentials()
+        return lambda client: self._lean(client, str(endpoint), session, credentials)
 
     @property
     def dynamodb(self) -> DynamoDBClient:

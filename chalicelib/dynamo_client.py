@@ -346,6 +346,13 @@ class LeanDynamoDB:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
+    def _make_api_call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """botocore's own entry point, which PynamoDB calls: the operations this client
+        sends go this way, any other to the wrapped client."""
+        if operation in self._models:
+            return self.call(operation, params)
+        return cast(dict[str, Any], self._client._make_api_call(operation, params))
+
     def close(self) -> None:
         """Close the kept connections (and the wrapped client's)."""
         self._connections.close()

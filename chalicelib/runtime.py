@@ -234,7 +234,7 @@ class Runtime:
             ConnectionBudget(settings.store_connect_timeout_s, settings.store_read_timeout_s,
                              settings.store_attempts,
                              store_concurrency(settings).pool_connections),
-            counts_table=settings.control_table,
+            counts_table=settings.control_table, client_wrapper=clients.lean_wrapper(),
         )
         holder: list[QueueService] = []
 

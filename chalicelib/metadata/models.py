@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.connection import Connection
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
@@ -70,3 +72,14 @@ def model_for(
     attrs = {"Meta": meta, "account_index": AccountIndex(), "__module__": __name__}
     name = f"QueueModel_{abs(hash((table, region, host, credentials, budget)))}"
     return type(name, (QueueModel,), attrs)
+
+
+def use_client(connection: Connection, wrap: Callable[[Any], Any]) -> None:
+    """Hand a PynamoDB connection a client of DMQ's around its own botocore client, once
+    (PynamoDB builds that client, with its budget, on first use and keeps it in
+    `_client`; the model classes, and so their connections, are shared)."""
+    client = connection.client
+    if not getattr(client, "wraps_pynamodb", False):
+        wrapped = wrap(client)
+        wrapped.wraps_pynamodb = True
+        connection._client = wrapped

@@ -6,7 +6,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,7 +30,8 @@ from chalicelib.domain.queues import (
 )
 from chalicelib.dynamo_errors import translate_errors
 from chalicelib.metadata import queue_counts
-from chalicelib.metadata.models import ACCOUNT_INDEX, QueueModel, model_for
+from chalicelib.metadata.catalogue_version import CatalogueVersion
+from chalicelib.metadata.models import ACCOUNT_INDEX, QueueModel, model_for, use_client
 
 logger = logging.getLogger("dmq.queues")
 # Transactions on an account's queue counter that conflict are tried this many times in
@@ -93,13 +94,25 @@ def _to_record(model: QueueModel) -> QueueRecord:
     )
 
 
+class RecordExistsError(ConcurrentChangeError):
+    """A queue record was written where none was expected; `current` is the record found
+    there (None when the store did not return it)."""
+
+    def __init__(self, message: str, current: QueueRecord | None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
 class QueueRepository:
-    """Reads and writes queue records; a per-container cache serves hot reads."""
+    """Reads and writes queue records; a per-container cache serves hot reads.
+
+    `client_wrapper`, when given, wraps each of PynamoDB's botocore clients once (the
+    lean store client, `Clients.lean_wrapper`)."""
 
     def __init__(
         self, table: str, region: str, host: str | None, cache_seconds: float = 5.0,
         credentials: tuple[str, str] | None = None, budget: ConnectionBudget | None = None,
-        counts_table: str | None = None,
+        counts_table: str | None = None, client_wrapper: Callable[[Any], Any] | None = None,
     ) -> None:
         budget = budget or ConnectionBudget()
         self._model = model_for(table, region, host, credentials, budget)
@@ -112,6 +125,12 @@ class QueueRepository:
                                                      budget) if counts_table else None)
         self._connection = queue_counts.connection_for(region, host, credentials, budget)
         self._counted: set[str] = set()  # accounts whose counter is known to exist
+        self._version = CatalogueVersion(self._move_version)
+        if client_wrapper is not None:
+            use_client(self._model._get_connection().connection, client_wrapper)
+            use_client(self._connection, client_wrapper)
+            if self._counts is not None:
+                use_client(self._counts._get_connection().connection, client_wrapper)
         # The last catalogue read: (monotonic time, version it was read at, records).
         self._catalogue: tuple[float, int, tuple[QueueRecord, ...]] | None = None
         self._catalogue_lock = threading.Lock()
@@ -139,7 +158,9 @@ class QueueRepository:
     def save(self, record: QueueRecord, count: int = 0, quota: int = 0) -> QueueRecord:
         """Write a record if nobody changed it since it was read (version check). `count`
         (1: a queue made, -1: one deleted) moves the account's queue counter in the same
-        transaction; QueueQuotaReachedError when adding would pass `quota` (0: none)."""
+        transaction; QueueQuotaReachedError when adding would pass `quota` (0: none). A
+        counted write of a record with no version (a new queue's) where one exists raises
+        RecordExistsError with the record found."""
         model = self._to_model(record)
         if count and self._counts is not None:
             self._save_counted(model, record.account, count, quota)
@@ -163,21 +184,31 @@ class QueueRepository:
         for attempt in range(COUNTED_ATTEMPTS):
             try:
                 with TransactWrite(connection=self._connection) as transaction:
-                    transaction.save(model)
+                    transaction.save(model, return_values="ALL_OLD")
                     transaction.update(counts(queue_counts.key_of(account)),
                                        actions=[counts.n.add(count)], condition=condition)
                 return
             except TransactWriteError as exc:
                 reasons = [r.code if r else None for r in (exc.cancellation_reasons or [])]
+                if reasons and reasons[0] == "ConditionalCheckFailed":  # before the quota:
+                    raise self._changed_error(exc) from exc  # a queue that exists is no new one
                 if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
                     raise queue_counts.QueueQuotaReachedError(account) from exc
-                if reasons and reasons[0] == "ConditionalCheckFailed":
-                    raise ConcurrentChangeError(str(exc)) from exc
                 if "TransactionConflict" not in reasons or attempt + 1 == COUNTED_ATTEMPTS:
                     raise _store_error(exc) from exc
             except PynamoDBException as exc:
                 raise _store_error(exc) from exc
             time.sleep(random.uniform(0, COUNTED_PAUSE_S * (attempt + 1)))
+
+    def _changed_error(self, exc: TransactWriteError) -> ConcurrentChangeError:
+        """The record's own condition failed: the record found with it, if any."""
+        found = (exc.cancellation_reasons or [None])[0]
+        raw = found.raw_item if found is not None else None
+        current = _to_record(self._model.from_raw_data(raw)) if raw else None
+        if current is not None:
+            with self._lock:
+                self._cache[current.queue_id] = (time.monotonic(), current)
+        return RecordExistsError(str(exc), current)
 
     def _start_count(self, account: str) -> None:
         """Make sure the account's counter exists: one read per account and process; a
@@ -223,13 +254,19 @@ class QueueRepository:
 
     def changed(self) -> None:
         """A queue record was written (here, or by replication): move the catalogue's
-        version, so every process reads the catalogue again at its next use."""
+        version, so every process reads the catalogue again at its next use (writers at
+        the same time share one move: `catalogue_version`)."""
         if self._counts is None:
             with self._catalogue_lock:
                 self._catalogue = None
             return
+        self._version.moved()
+
+    def _move_version(self) -> None:
+        counts = self._counts
+        assert counts is not None
         with _translate():
-            self._counts(CATALOGUE_KEY).update(actions=[self._counts.n.add(1)])
+            counts(CATALOGUE_KEY).update(actions=[counts.n.add(1)])
 
     def _changed_quietly(self) -> None:
         """`changed`, after a write that succeeded: a failure is logged, not raised (the

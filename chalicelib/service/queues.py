@@ -19,6 +19,7 @@ from chalicelib.domain.queues import (
     shards_to_text,
 )
 from chalicelib.metadata.queue_counts import QueueQuotaReachedError
+from chalicelib.metadata.repository import RecordExistsError
 from chalicelib.service import attributes as attrs
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
@@ -47,17 +48,47 @@ class QueueService(QueueChanges):
         self, account: str, region: str, name: str, attributes: Mapping[str, str],
         tags: Mapping[str, str],
     ) -> QueueRecord:
-        """CreateQueue: idempotent for equal attributes, QueueNameExists otherwise."""
+        """CreateQueue: idempotent for equal attributes, QueueNameExists otherwise. A new
+        name costs one write and no read: a record already there comes back with the
+        write's refusal. With a RedrivePolicy the record is read first, so that a queue
+        that exists is answered without judging its dead-letter queue again."""
         rules = asked_rules(attributes)
         rules.check_name(name)
         given = rules.validate_settable(attributes)
         check_tags(tags, name)
         now = self._clock.now_ms()
-        existing = self._repo.get(queue_id_of(account, name), fresh=True)
+        queue_id = queue_id_of(account, name)
+        existing = (self._repo.get(queue_id, fresh=True) if "RedrivePolicy" in given
+                    else None)
+        for _ in range(2):  # once more over a deleted record found by the first write
+            if existing is not None:
+                reuse = self._reuse_existing(existing, given, now)
+                if reuse is not None:
+                    return reuse
+            record = self._new_record(account, region, name, (given, tags), rules, now,
+                                      existing)
+            try:
+                return self._save_new(record)
+            except RecordExistsError as exc:
+                existing = exc.current or self._repo.get(queue_id, fresh=True)
+            except ConcurrentChangeError:
+                existing = self._repo.get(queue_id, fresh=True)
+            if existing is None:
+                break
         if existing is not None:
-            reuse = self._reuse_existing(existing, given, now)
-            if reuse is not None:
-                return reuse
+            reused = self._reuse_existing(existing, given, now)
+            if reused is not None:
+                return reused
+        # Another request changed the name's record (a delete long ago, recreated or
+        # deleted again); the client's retry sees the new record.
+        raise contended(queue_id)
+
+    def _new_record(self, account: str, region: str, name: str,
+                    asked: tuple[Mapping[str, str], Mapping[str, str]], rules: QueueRules,
+                    now: int, existing: QueueRecord | None) -> QueueRecord:
+        """The record of a queue made now with `asked` (its attributes and tags), over
+        `existing` (a deleted queue's) if any."""
+        given, tags = asked
         self._check_redrive(account, queue_arn(region, account, name), given, rules)
         sqs_given, count = _split_extensions(given)
         initial = attrs.with_sse(rules.with_defaults(sqs_given), sqs_given)
@@ -75,22 +106,16 @@ class QueueService(QueueChanges):
             # stay purged for the new queue.
             purged_ms=existing.purged_ms if existing is not None else 0,
         )
-        record = self._with_replication(record, given)
+        return self._with_replication(record, given)
+
+    def _save_new(self, record: QueueRecord) -> QueueRecord:
         try:
             return self._repo.save(record, count=1, quota=self._max_queues)
         except QueueQuotaReachedError:
             raise OverLimitError(
                 f"You have reached the limit of {self._max_queues} queues for account "
-                f"{account} in {region}; delete queues you no longer use.") from None
-        except ConcurrentChangeError:
-            winner = self._repo.get(record.queue_id, fresh=True)
-            if winner is not None:
-                reused = self._reuse_existing(winner, given, now)
-                if reused is not None:
-                    return reused
-            # Another request changed the name's record (a delete long ago, recreated or
-            # deleted again); the client's retry sees the new record.
-            raise contended(record.queue_id) from None
+                f"{record.account} in {record.region}; delete queues you no longer use."
+            ) from None
 
     def _reuse_existing(
         self, existing: QueueRecord, given: Mapping[str, str], now: int

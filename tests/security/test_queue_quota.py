@@ -131,9 +131,16 @@ def test_the_count_is_one_counter_item_never_a_scan(
     _fill(sqs, 1)  # the account's counter starts
     calls.clear()
     _fill(sqs, 2, "more")
-    # Each create: the fresh read of its name, one transaction (record and counter) and the
-    # move of the queue catalogue's version (one small item, never the queues table).
-    assert calls == ["GetItem", "TransactWriteItems", "UpdateItem"] * 2
+    # Each create: one transaction (the record, on condition that none is there, and the
+    # counter) and the move of the queue catalogue's version (one small item, never the
+    # queues table); no read of the name first.
+    assert calls == ["TransactWriteItems", "UpdateItem"] * 2
+    assert _counter(aws, settings) == 3
+    # AND asking for a queue that exists costs the one refused transaction, which returns
+    # the record found: no read, no write, nothing counted
+    calls.clear()
+    assert sqs.create_queue(QueueName="more0")["QueueUrl"].endswith("/more0")
+    assert calls == ["TransactWriteItems"]
     assert _counter(aws, settings) == 3
 
 

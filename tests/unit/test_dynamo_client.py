@@ -30,6 +30,7 @@ from botocore.exceptions import (
 
 from chalicelib.aws import Clients
 from chalicelib.dynamo_client import LeanDynamoDB, Signer, decode_binary, wants_lean
+from chalicelib.metadata.repository import QueueRepository
 from chalicelib.settings import ConfigurationError, Settings
 from dmqlocal.counting import CallCounter
 
@@ -308,3 +309,26 @@ def test_which_endpoints_get_the_lean_client() -> None:
     assert Settings.from_env({"DMQ_STORE_CLIENT": "botocore"}).store_client == "botocore"
     with pytest.raises(ConfigurationError, match="DMQ_STORE_CLIENT"):
         Settings.from_env({"DMQ_STORE_CLIENT": "fast"})
+
+
+def test_the_queue_registrys_pynamodb_calls_go_the_lean_way(store: Store) -> None:
+    # GIVEN the queue registry (PynamoDB) on a plain-HTTP store, built as the runtime builds it
+    chosen = replace(Settings(), dynamodb_endpoint=store.url,
+                     store_credentials=("AKIDLEAN", "s3cr3t"), metadata_cache_seconds=0.0)
+    clients = Clients(chosen)
+    repo = QueueRepository(f"queues-{store.url[-5:]}", "us-east-1", store.url, 0.0,
+                           clients.store_credentials(), counts_table=None,
+                           client_wrapper=clients.lean_wrapper())
+    # WHEN it reads a record THEN the call is the lean client's, signed, and parsed
+    assert repo.get("000000000000/nothing-here") is None
+    (seen,) = store.seen
+    assert seen.target == "DynamoDB_20120810.GetItem"
+    assert seen.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDLEAN/")
+    assert "botocore" not in seen.headers.get("user-agent", "").lower()
+    # AND a second registry over the same tables does not wrap the shared client twice
+    QueueRepository(f"queues-{store.url[-5:]}", "us-east-1", store.url, 0.0,
+                    clients.store_credentials(), client_wrapper=clients.lean_wrapper())
+    assert repo.get("000000000000/nothing-here") is None
+    assert len(store.seen) == 2
+    # AND where the lean client does not apply there is nothing to wrap with
+    assert Clients(replace(chosen, store_client="botocore")).lean_wrapper() is None
