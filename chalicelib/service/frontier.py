@@ -48,6 +48,8 @@ class Reserved:
     """Candidates reserved for one receiver, and where its read of the index ended.
 
     `kept`: they were kept from an earlier read, so nothing was read (`last` is None).
+    `others`: how many visible candidates the read found that other receivers here are
+    claiming (left out of `candidates`): the shard is not empty, whatever they hold.
     """
 
     candidates: list[Candidate]
@@ -55,6 +57,7 @@ class Reserved:
     more: bool
     items_read: int
     kept: bool = False
+    others: int = 0
 
 
 def _order(candidate: Candidate) -> tuple[int, str]:
@@ -168,12 +171,14 @@ class Frontier:
         read then ends at the last it was handed, so that if it goes on, it goes on
         from there (to what was kept, unless someone took it meanwhile)."""
         fresh = [c for c in page.candidates if c.message_id not in self._claiming]
+        others = len(page.candidates) - len(fresh)
         handed, rest = (fresh, []) if take is None else (fresh[:take], fresh[take:])
         for candidate in handed:
             self._kept.pop(candidate.message_id, None)
         if rest:
             now = self._clock()
             self._kept.update((c.message_id, (c, now)) for c in rest)
-            return Reserved(handed, handed[-1] if handed else None, True, items_read)
+            return Reserved(handed, handed[-1] if handed else None, True, items_read,
+                            others=others)
         last = page.candidates[-1] if page.candidates else None
-        return Reserved(handed, last, page.more, items_read)
+        return Reserved(handed, last, page.more, items_read, others=others)

@@ -257,7 +257,10 @@ class StandardReceiver:
                 if lost:
                     frontier.forget()
                 self._record(queue.queue_id, page.items_read, lost)
-            if round_ == 0 and not page.candidates and not page.more:
+            # Visible messages another receiver here is claiming are no empty shard: its
+            # claim may fail without writing (a throttle, a lost condition), and then no
+            # change would ever void the hint while they wait, visible, to be received.
+            if round_ == 0 and not page.candidates and not page.more and not page.others:
                 until = min(upcoming) if upcoming else now + horizon
                 self._hints.hint_empty(queue.queue_id, slot, until, writes, now)
             if len(got) >= wanted:

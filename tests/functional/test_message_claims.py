@@ -10,15 +10,19 @@ botocore `before-call` hooks on the message store's client.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from app import runtime
 from chalicelib.aws import Clients
 from tests.clocks import FakeClock
+from tests.conftest import sqs_client
 from tests.dynamo_counter import DynamoCounter
 from tests.legacy_tables import MESSAGES_TABLE, use_legacy_index
 
@@ -210,3 +214,52 @@ def test_a_batch_claim_counts_receives_and_keeps_the_first_receive_time(
     left = _receive(sqs, url)
     assert len(left) == 9
     assert first[0]["MessageId"] not in {m["MessageId"] for m in left}
+
+
+
+@pytest.mark.parametrize(("count", "operation", "code"), [
+    (5, "TransactWriteItems", "ProvisionedThroughputExceededException"),
+    (1, "UpdateItem", "ConditionalCheckFailedException"),
+], ids=["claims-throttled", "claim-condition-lost"])
+def test_messages_whose_claim_failed_unwritten_stay_receivable_where_changes_are_followed(
+    dmq: Client, sqs: Any, before: Callable[[str, Hook], None], count: int, operation: str,
+    code: str,
+) -> None:
+    # GIVEN a process that follows every change of its shards (as the local server's
+    # stream pump makes it), and visible messages
+    runtime.changes_followed = lambda region: True
+    url = _queue(sqs)
+    sent = _send(sqs, url, count)
+    # AND a receive whose claim stalls, then fails without writing anything: throttled,
+    # or its condition lost (as DMQ_CHAOS injects both)
+    stalled, release = threading.Event(), threading.Event()
+
+    def stall(request: dict[str, Any]) -> None:
+        stalled.set()
+        release.wait(10)
+        raise ClientError({"Error": {"Code": code, "Message": "injected"},
+                           "ResponseMetadata": {"HTTPStatusCode": 400}}, operation)
+
+    before(operation, stall)
+    claimer = sqs_client(dmq, "us-east-1", Config(retries={"total_max_attempts": 1}))
+    answers: list[Any] = []
+
+    def receive() -> None:
+        try:
+            answers.append(_receive(claimer, url, VisibilityTimeout=30))
+        except ClientError as exc:
+            answers.append(exc.response["Error"]["Code"])
+
+    thread = threading.Thread(target=receive, daemon=True)
+    thread.start()
+    assert stalled.wait(10)
+    # WHEN another receive reads the shard meanwhile (every visible message is reserved
+    # by the stalled one), and the stalled claim then fails
+    assert _receive(sqs, url, VisibilityTimeout=30) == []
+    release.set()
+    thread.join(10)
+    assert answers in (["RequestThrottled"], [[]]), answers
+    # THEN the messages, still visible, come to the next receive: the shard was not
+    # taken for empty (once the producers stop, no write would void such a hint)
+    got = _receive(sqs, url, VisibilityTimeout=30)
+    assert sorted(m["MessageId"] for m in got) == sorted(sent)

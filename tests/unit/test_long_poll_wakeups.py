@@ -14,7 +14,11 @@ from chalicelib.backend.items import changed_shards
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import SystemClock
 from chalicelib.clusters.stores import ClusterStores
-from chalicelib.domain.exceptions import ClusterUnavailableError, StoreUnavailableError
+from chalicelib.domain.exceptions import (
+    ClusterUnavailableError,
+    StoreThrottledError,
+    StoreUnavailableError,
+)
 from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Message
 from chalicelib.domain.queues import QueueRecord, Shard
@@ -256,6 +260,62 @@ def test_a_send_wakes_as_many_waiting_consumers_as_it_has_messages() -> None:
     assert [r.message.body for r in results[0][0]] == ["one"] and results[0][1] < 1
     assert all(got == [] and took >= 1.9 for got, took in results[1:])
     assert store.reads - before <= 2  # the woken consumer's read, and its claim's re-read
+
+
+class StalledClaims(MemoryStore):
+    """The in-memory store whose first claim, made from the thread named `claimer`,
+    waits until `release` is set, then fails without writing anything: a throttle, or
+    (`lose`) every claim's condition lost (as DMQ_CHAOS injects them)."""
+
+    def __init__(self, lose: bool) -> None:
+        super().__init__()
+        self.lose = lose
+        self.stalled = threading.Event()
+        self.release = threading.Event()
+        self.pending = True
+
+    def claim_many(self, queue_id: str, shard: int, claims: Any, *args: Any) -> Any:
+        if self.pending and threading.current_thread().name == "claimer":
+            self.pending = False
+            self.stalled.set()
+            self.release.wait(5)
+            if self.lose:
+                return [None] * len(claims)
+            raise StoreThrottledError("throttled")
+        return super().claim_many(queue_id, shard, claims, *args)
+
+
+@pytest.mark.parametrize("lose", [False, True], ids=["throttled", "condition-lost"])
+def test_messages_another_receive_failed_to_claim_are_not_hinted_away(lose: bool) -> None:
+    # GIVEN a process that follows every change, and a queue holding 5 messages
+    store = StalledClaims(lose)
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    sent, failed = service.send_batch(q, [SendRequest(str(n), f"m{n}") for n in range(5)])
+    assert len(sent) == 5 and not failed
+    # WHEN one receive reserves them all and its claim stalls
+    out: list[Any] = []
+
+    def claimer() -> None:
+        try:
+            out.append(service.receive(q, 10, 30, 0))
+        except StoreThrottledError as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=claimer, name="claimer", daemon=True)
+    thread.start()
+    assert store.stalled.wait(5)
+    # AND another receive reads the shard meanwhile: every visible message is reserved
+    assert service.receive(q, 10, 30, 0) == []
+    # AND the stalled claim then fails without writing anything
+    store.release.set()
+    thread.join(5)
+    (answer,) = out
+    assert isinstance(answer, StoreThrottledError) if not lose else answer == []
+    # THEN the messages, still visible, go to the next receive (the shard is not taken
+    # for empty until a write shows, which may never come)
+    got = service.receive(q, 10, 30, 0)
+    assert sorted(r.message.body for r in got) == [f"m{n}" for n in range(5)]
 
 
 class FlakyStore(MemoryStore):
