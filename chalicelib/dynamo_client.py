@@ -32,7 +32,8 @@ the epoch (as Lambda hands records over), where botocore gives a datetime. Reque
 signed with SigV4 as botocore signs them (`Signer`; a test compares the two), so a store
 that checks signatures accepts them. Only an `http://` endpoint is served this way (DMQ's
 local store, DynamoDB Local, LocalStack); AWS itself and TLS endpoints keep the botocore
-client whole (`wants_lean`).
+client whole (`wants_lean`). PynamoDB's connections are handed one too (it calls
+botocore's `_make_api_call`, answered here for the same operations).
 """
 
 from __future__ import annotations

@@ -94,15 +94,6 @@ def _to_record(model: QueueModel) -> QueueRecord:
     )
 
 
-class RecordExistsError(ConcurrentChangeError):
-    """A queue record was written where none was expected; `current` is the record found
-    there (None when the store did not return it)."""
-
-    def __init__(self, message: str, current: QueueRecord | None) -> None:
-        super().__init__(message)
-        self.current = current
-
-
 class QueueRepository:
     """Reads and writes queue records; a per-container cache serves hot reads.
 
@@ -155,12 +146,18 @@ class QueueRepository:
             self._cache[queue_id] = (now, record)
         return record
 
+    def known(self, queue_id: str) -> bool:
+        """Whether this process has met the queue's record (cached at any age): a hint,
+        never an answer."""
+        with self._lock:
+            cached = self._cache.get(queue_id)
+        return cached is not None and cached[1] is not None
+
     def save(self, record: QueueRecord, count: int = 0, quota: int = 0) -> QueueRecord:
         """Write a record if nobody changed it since it was read (version check). `count`
         (1: a queue made, -1: one deleted) moves the account's queue counter in the same
         transaction; QueueQuotaReachedError when adding would pass `quota` (0: none). A
-        counted write of a record with no version (a new queue's) where one exists raises
-        RecordExistsError with the record found."""
+        record with no version (a new queue's) is written only where none exists."""
         model = self._to_model(record)
         if count and self._counts is not None:
             self._save_counted(model, record.account, count, quota)
@@ -184,14 +181,14 @@ class QueueRepository:
         for attempt in range(COUNTED_ATTEMPTS):
             try:
                 with TransactWrite(connection=self._connection) as transaction:
-                    transaction.save(model, return_values="ALL_OLD")
+                    transaction.save(model)
                     transaction.update(counts(queue_counts.key_of(account)),
                                        actions=[counts.n.add(count)], condition=condition)
                 return
             except TransactWriteError as exc:
                 reasons = [r.code if r else None for r in (exc.cancellation_reasons or [])]
                 if reasons and reasons[0] == "ConditionalCheckFailed":  # before the quota:
-                    raise self._changed_error(exc) from exc  # a queue that exists is no new one
+                    raise ConcurrentChangeError(str(exc)) from exc  # it exists: no new one
                 if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
                     raise queue_counts.QueueQuotaReachedError(account) from exc
                 if "TransactionConflict" not in reasons or attempt + 1 == COUNTED_ATTEMPTS:
@@ -199,16 +196,6 @@ class QueueRepository:
             except PynamoDBException as exc:
                 raise _store_error(exc) from exc
             time.sleep(random.uniform(0, COUNTED_PAUSE_S * (attempt + 1)))
-
-    def _changed_error(self, exc: TransactWriteError) -> ConcurrentChangeError:
-        """The record's own condition failed: the record found with it, if any."""
-        found = (exc.cancellation_reasons or [None])[0]
-        raw = found.raw_item if found is not None else None
-        current = _to_record(self._model.from_raw_data(raw)) if raw else None
-        if current is not None:
-            with self._lock:
-                self._cache[current.queue_id] = (time.monotonic(), current)
-        return RecordExistsError(str(exc), current)
 
     def _start_count(self, account: str) -> None:
         """Make sure the account's counter exists: one read per account and process; a

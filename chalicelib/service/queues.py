@@ -19,7 +19,6 @@ from chalicelib.domain.queues import (
     shards_to_text,
 )
 from chalicelib.metadata.queue_counts import QueueQuotaReachedError
-from chalicelib.metadata.repository import RecordExistsError
 from chalicelib.service import attributes as attrs
 from chalicelib.service.exceptions import (
     InvalidAttributeValueError,
@@ -49,17 +48,18 @@ class QueueService(QueueChanges):
         tags: Mapping[str, str],
     ) -> QueueRecord:
         """CreateQueue: idempotent for equal attributes, QueueNameExists otherwise. A new
-        name costs one write and no read: a record already there comes back with the
-        write's refusal. With a RedrivePolicy the record is read first, so that a queue
-        that exists is answered without judging its dead-letter queue again."""
+        name costs one write and no read: the write is refused where a record is there,
+        and then the record is read. A name this process has met, or one asked with a
+        RedrivePolicy (a queue that exists is answered without judging its dead-letter
+        queue again), is read first."""
         rules = asked_rules(attributes)
         rules.check_name(name)
         given = rules.validate_settable(attributes)
         check_tags(tags, name)
         now = self._clock.now_ms()
         queue_id = queue_id_of(account, name)
-        existing = (self._repo.get(queue_id, fresh=True) if "RedrivePolicy" in given
-                    else None)
+        existing = (self._repo.get(queue_id, fresh=True)
+                    if "RedrivePolicy" in given or self._repo.known(queue_id) else None)
         for _ in range(2):  # once more over a deleted record found by the first write
             if existing is not None:
                 reuse = self._reuse_existing(existing, given, now)
@@ -69,8 +69,6 @@ class QueueService(QueueChanges):
                                       existing)
             try:
                 return self._save_new(record)
-            except RecordExistsError as exc:
-                existing = exc.current or self._repo.get(queue_id, fresh=True)
             except ConcurrentChangeError:
                 existing = self._repo.get(queue_id, fresh=True)
             if existing is None:

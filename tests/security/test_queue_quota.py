@@ -136,11 +136,16 @@ def test_the_count_is_one_counter_item_never_a_scan(
     # queues table); no read of the name first.
     assert calls == ["TransactWriteItems", "UpdateItem"] * 2
     assert _counter(aws, settings) == 3
-    # AND asking for a queue that exists costs the one refused transaction, which returns
-    # the record found: no read, no write, nothing counted
+    # AND asking for a queue this process has met costs one read, nothing written
     calls.clear()
     assert sqs.create_queue(QueueName="more0")["QueueUrl"].endswith("/more0")
-    assert calls == ["TransactWriteItems"]
+    assert calls == ["GetItem"]
+    # AND one it has not met (another process made it): the account counter's one read per
+    # process, the refused transaction, and the read of the record found
+    runtime.configure(settings, FakeClock())
+    calls.clear()
+    assert sqs.create_queue(QueueName="more1")["QueueUrl"].endswith("/more1")
+    assert calls == ["GetItem", "TransactWriteItems", "GetItem"]
     assert _counter(aws, settings) == 3
 
 
