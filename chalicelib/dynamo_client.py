@@ -78,7 +78,9 @@ CONTENT_TYPE = "application/x-amz-json-1.0"
 _ERROR_KEYS = frozenset({"__type", "message", "Message"})
 MAX_LINE = 65536
 MAX_HEADERS = 100
-READ_BUFFER = 64 * 1024
+# What each kept connection buffers of the answers it reads: http.client's size (an answer
+# longer than that is read straight into its bytes).
+READ_BUFFER = 8 * 1024
 
 
 class _Closed(Exception):
