@@ -81,3 +81,23 @@ def test_300_waiting_consumers_get_no_5xx_from_a_healthy_store(
     finally:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda url: sqs.delete_queue(QueueUrl=url), urls))
+        _leave_settled(sqs, stem)
+
+
+def _leave_settled(sqs: Any, stem: str, timeout_s: float = 60.0) -> None:
+    """Return once the shared server's stream pump has taken in this burst (its sends,
+    claims and the deletes' purges): a count read waits for at most a second of the
+    pump, so the next test's counts would otherwise show the burst's backlog."""
+    url = sqs.create_queue(QueueName=f"{stem}-settled")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="probe")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            found = sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+            if found["ApproximateNumberOfMessages"] == "1":
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"the counts did not take in the burst within {timeout_s} s")
+    finally:
+        sqs.delete_queue(QueueUrl=url)
