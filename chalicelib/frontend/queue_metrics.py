@@ -77,7 +77,7 @@ def read(services: Services, region: str, now_ms: int, workers: int = WORKERS,
     # microseconds: 10,000 of them were a third of a scrape's time).
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dmq-gauges") as pool:
         read = dict(zip((q.queue_id for q in peeked), pool.map(gauges, peeked), strict=True))
-    return [read.get(q.queue_id) or gauges(q) for q in queues]
+    return [read[q.queue_id] if q.queue_id in read else gauges(q) for q in queues]
 
 
 def _holds(counts: Counts) -> bool:
