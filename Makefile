@@ -71,7 +71,7 @@ $(CHROMIUM):
 # run; pytest's "no tests collected" (5) is not a failure when PYTEST_ARGS selects a few.
 test: $(STAMP) $(DDBLOCAL) $(QUERY_VENV)/.installed $(CHROMIUM)
 	@status=0; \
-	$(PY) -m pytest -q -n 3 --dist loadgroup -m "not quiet" $(PYTEST_ARGS) || status=$$?; \
+	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m "not quiet" $(PYTEST_ARGS) || status=$$?; \
 	[ $$status -eq 5 ] && status=0; \
 	$(PY) -m pytest -q -p no:cacheprovider -m quiet $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] || status=$$rc; }; \
 	exit $$status

@@ -115,25 +115,27 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-# The order the tests are handed to pytest-xdist's workers: the long chains first (the
-# Spark tests, one worker's group; then the servers' end-to-end tests), the many short
-# unit tests last, where they fill the workers' ends instead of one long test being
-# started last and running alone. Each module stays together (its fixtures start once).
+# The order the test modules are handed to pytest-xdist's workers (`make test` runs three,
+# `--dist loadfile`: each module is one unit of work, on one worker, so its module fixtures
+# start once): the long chains first (the modules that start Spark, then the servers'
+# end-to-end tests), the many short unit tests last, where they fill the workers' ends
+# instead of one long module being started last and running alone.
 FIRST_TO_LAST = ("spark", "e2e", "security", "contract", "fuzz", "functional", "unit")
 
 
-def _rank(item: pytest.Item) -> int:
-    if item.get_closest_marker("xdist_group"):
-        return 0
-    folder = Path(str(item.path)).parent.name
-    return FIRST_TO_LAST.index(folder) if folder in FIRST_TO_LAST else len(FIRST_TO_LAST)
+def _starts_spark(item: pytest.Item) -> bool:
+    return "spark" in getattr(item, "fixturenames", ()) or "spark_submit" in item.name
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs three workers), every test that starts Spark
-    runs on one worker, so the run starts one JVM for Spark, not one per worker; and the
-    long tests are handed out first (FIRST_TO_LAST)."""
-    for item in items:
-        if "spark" in getattr(item, "fixturenames", ()) or "spark_submit" in item.name:
-            item.add_marker(pytest.mark.xdist_group("spark"))
-    items.sort(key=_rank)  # stable: each module's tests keep their order
+    """Hand the modules out in FIRST_TO_LAST order (with `--no-loadscope-reorder`,
+    pytest-xdist keeps it), each module's tests in their own order."""
+    with_spark = {item.path for item in items if _starts_spark(item)}
+
+    def rank(item: pytest.Item) -> int:
+        if item.path in with_spark:
+            return 0
+        folder = Path(str(item.path)).parent.name
+        return FIRST_TO_LAST.index(folder) if folder in FIRST_TO_LAST else len(FIRST_TO_LAST)
+
+    items.sort(key=rank)  # stable
