@@ -54,6 +54,10 @@ MAX_BLANK_LINES = 4
 LINGER_S = 1.0  # after refusing a request, how long its unread bytes are drained
 LINGER_BYTES = 16 * 1024 * 1024
 NO_BODY_STATUSES = (204, 304)
+# Each open connection's read buffer (http.client's size): it is held while the connection
+# waits, idle or in a long poll, so it is a cost per waiting consumer. A body larger than
+# the buffer is read straight into its own bytes.
+READ_BUFFER = 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.rfile.close()
         self._socket_in = DeadlineSocketIO(self.connection)
-        self.rfile = self._reader = io.BufferedReader(self._socket_in, 64 * 1024)
+        self.rfile = self._reader = io.BufferedReader(self._socket_in, READ_BUFFER)
 
     def _handshake(self) -> None:
         """The TLS handshake, in this connection's thread and within the request time limit
