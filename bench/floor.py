@@ -53,6 +53,7 @@ PK = "floor/q#0"  # the single calls' partition; the lifecycle's are floor/q#1, 
 BATCH = 10
 SEND, RECEIVE, DELETE = "SendMessage", "ReceiveMessage", "DeleteMessage"
 PUT_ITEM, QUERY, DELETE_ITEM = "PutItem", "Query", "DeleteItem"
+CLAIM = "UpdateItem (claim)"
 
 
 @dataclass(frozen=True)
@@ -291,8 +292,9 @@ def provision_tables(endpoint: str) -> None:
 
 
 def store_round_trips(endpoint: str, rounds: int, recorder: Recorder) -> None:
-    """Rounds of PutItem, a Query of one on the visibility index and DeleteItem of what
-    it found, each timed alone into `recorder` (under PUT_ITEM, QUERY, DELETE_ITEM)."""
+    """Rounds of PutItem, a Query of one on the visibility index, the claim's conditional
+    UpdateItem and DeleteItem of what it found, each timed alone into `recorder` (under
+    PUT_ITEM, QUERY, CLAIM, DELETE_ITEM)."""
     store = _Store(endpoint)
     for _ in range(rounds):
         with recorder.timed(PUT_ITEM):
@@ -300,6 +302,8 @@ def store_round_trips(endpoint: str, rounds: int, recorder: Recorder) -> None:
         with recorder.timed(QUERY):
             found = store.candidates(1)
         if found:
+            with recorder.timed(CLAIM):
+                store.claim_one(found[0])
             with recorder.timed(DELETE_ITEM):
                 store.delete_one(found[0])
 
