@@ -107,7 +107,8 @@ def sqs_client(dmq: Client, region: str, config: Config | None = None) -> Any:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local[2] SparkSession for the whole test run (it takes seconds to start)."""
+    """One local[2] SparkSession for the rest of the run (it takes seconds to start): one
+    per process, so one per pytest-xdist worker that meets a Spark test."""
     from glue_jobs.common.driver import local_session
 
     session = local_session("dmq-tests")
