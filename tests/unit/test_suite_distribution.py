@@ -51,7 +51,7 @@ def test_each_module_runs_whole_on_one_worker_its_fixture_started_once(tmp_path:
          str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     # THEN each module's fixture started once, and all its tests ran on that worker
-    started = (tmp_path / "started.log").read_text().split("\n")[:-1]
+    started = (tmp_path / "started.log").read_text().splitlines()
     assert sorted(line.split()[0] for line in started) == ["a", "b"], started
     worker = dict(line.split() for line in started)
     ran = [line.split() for line in (tmp_path / "ran.log").read_text().splitlines()]
