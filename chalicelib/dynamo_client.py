@@ -327,7 +327,10 @@ class LeanDynamoDB:
     botocore's request and response machinery; see the module's docstring."""
 
     def __init__(self, client: Any, endpoint: str, credentials: Credentials | None,
-                 connect_timeout_s: float, read_timeout_s: float, pool_size: int) -> None:
+                 connect_timeout_s: float, read_timeout_s: float, pool_size: int,
+                 calls: dict[str, str] | None = None) -> None:
+        """`calls`: the client methods sent this way, and their operations (the
+        service's entry in `CALLS` unless given; any JSON 1.0 service's serve)."""
         parts = urlsplit(endpoint)
         self._client = client
         self._url = f"http://{parts.netloc}/"
@@ -339,7 +342,7 @@ class LeanDynamoDB:
                                client.meta.service_model.signing_name)
                         if credentials is not None else None)
         model = client.meta.service_model
-        calls = CALLS[model.service_name]
+        calls = CALLS[model.service_name] if calls is None else calls
         self._events_of = model.service_id.hyphenize()
         self._target = str(model.metadata["targetPrefix"]) + "."
         self._models = {op: model.operation_model(op) for op in calls.values()}

@@ -16,8 +16,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench import floor
 from bench.idle_cost import IdleServer
-from bench.request_cost import measure_requests, request_checks, requests_table
+from bench.request_cost import (
+    latency_table,
+    measure_latency,
+    measure_requests,
+    request_checks,
+    requests_table,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -61,3 +68,23 @@ def test_store_requests_per_call_are_within_their_targets(
     assert receive.path_requests <= 0.2 * receive.messages + 2, table
     path = sum(p.path_requests for p in counts.batched)
     assert path <= 0.4 * MESSAGES + 3, table
+
+
+def test_single_calls_are_timed_through_the_lean_client_and_through_boto3(
+    counted_server: IdleServer,
+) -> None:
+    # GIVEN DMQ on the store directly, and the floor's tables beside its own
+    dmq = counted_server.start_dmq(counted=False)
+    store = counted_server.store.endpoint
+    floor.provision_tables(store)
+    # WHEN a few rounds of single calls are timed
+    pairs = measure_latency(dmq.url, store, rounds=12, blocks=2)
+    table = "\n".join(latency_table(pairs))
+    # THEN every call has its p50 through both clients, against its store call
+    assert [p.store_call for p in pairs] == [
+        floor.PUT_ITEM, "claim UpdateItem", "Query of one", floor.DELETE_ITEM], table
+    for pair in pairs:
+        assert pair.dmq.count == 12 and pair.store.count == 12, table
+        assert pair.dmq_boto3 is not None and pair.dmq_boto3.count == 12, table
+        assert pair.dmq.p50_ms > 0 and pair.store.p50_ms > 0, table
+    assert "| SendMessage |" in table and "through boto3" in table
