@@ -56,6 +56,7 @@ SYNC_INTERVAL_S = 1.0
 # 0.4 s sooner and spends less CPU on DMQ's lifecycle (small items), at the price of
 # slower parsing of large items. Options in DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS come after
 # these, so they win (docs/operations.md has the figures).
+JVM_TMP = ".jvm-tmp"  # the JVM's temporary folder, in the database folder
 JVM_OPTIONS = ("-Xms16m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-Djava.net.preferIPv4Stack=true")  # IPv4 sockets: the shim binds 127.0.0.1
 JAVA_OPTIONS_ENV = "DMQ_DYNAMODB_LOCAL_JAVA_OPTIONS"
@@ -229,6 +230,10 @@ class DynamoDBLocal:
         self._syncs: PeriodicLoop | None = None
         self._log: Path | None = None
         self._shim = False  # the shim is loaded: DMQ syncs the files (spawn)
+        # The JVM's temporary folder: DynamoDB Local copies its native SQLite library
+        # there at each start (900 KB), and a killed JVM leaves it behind; removed at stop
+        # (and, in the database folder, at the next start after a crash).
+        self._scratch: Path | None = None
 
     @property
     def endpoint(self) -> str:
@@ -300,12 +305,29 @@ class DynamoDBLocal:
         else:
             logger.warning("no C compiler: DynamoDB Local listens on every interface and "
                            "syncs every write (install gcc to keep it on loopback)")
-        with self._log.open("wb") as log:
-            self._process = subprocess.Popen(
-                command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
-                start_new_session=True,  # Ctrl-C reaches DMQ, which then stops it in order
-            )
+        self._scratch = self._fresh_scratch()
+        command.insert(1, f"-Djava.io.tmpdir={self._scratch}")
+        try:
+            with self._log.open("wb") as log:
+                self._process = subprocess.Popen(
+                    command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                    start_new_session=True,  # Ctrl-C reaches DMQ, which stops it in order
+                )
+        except BaseException:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+            raise
+
+    def _fresh_scratch(self) -> Path:
+        """An empty temporary folder for the JVM: a new one for an in-memory store, else
+        one in the database folder, emptied first (a crash may have left the last one)."""
+        if self.db_path is None:
+            return Path(tempfile.mkdtemp(prefix="dmq-dynamodb-local-"))
+        scratch = self.db_path / JVM_TMP
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir()
+        return scratch
 
     def sync(self) -> None:
         """fsync every database file and the folder (also done at stop)."""
@@ -388,6 +410,9 @@ class DynamoDBLocal:
                 process.kill()
                 process.wait(timeout=STOP_TIMEOUT_S)
         self._process = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
         self.sync()
         if self.db_path is None and self._log is not None:
             # An in-memory store keeps nothing: neither does its log (each start on a new
