@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import sys
 import tempfile
@@ -278,16 +279,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="an already running DMQ (default: start one)")
     args = parser.parse_args(argv)
     server = None
-    if args.url is None:
-        server = start_server(args.store, Path(tempfile.mkdtemp(prefix="dmq-fuzz-")))
-    url = args.url or (server.url if server else "")
-    print(f"fuzzing {url} with seed {args.seed}: {args.cases} cases", flush=True)
+    data = tempfile.mkdtemp(prefix="dmq-fuzz-")
     try:
+        if args.url is None:
+            server = start_server(args.store, Path(data))
+        url = args.url or (server.url if server else "")
+        print(f"fuzzing {url} with seed {args.seed}: {args.cases} cases", flush=True)
         report = fuzz(url, args.seed, args.cases, args.workers,
                       progress=lambda r: print(r.histogram().splitlines()[0], flush=True))
     finally:
         if server is not None:
             server.stop()
+        shutil.rmtree(data, ignore_errors=True)
     faults = server_faults("".join(server.tail)) if server else []
     print(report.histogram())
     for failure in report.failures[:20]:

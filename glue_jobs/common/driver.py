@@ -97,13 +97,15 @@ def session(app_name: str) -> SparkSession:
     return builder.getOrCreate()
 
 
-def local_session(app_name: str = "dmq-audit", cores: int = 2) -> SparkSession:
-    """A local Spark session for `make audit`, the tests and the benchmark."""
+def local_session(app_name: str = "dmq-audit", cores: int = 2,
+                  conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A local Spark session for `make audit`, the tests and the benchmark (`conf`:
+    settings besides LOCAL_CONF, applied after it)."""
     import os
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
-    for key, value in LOCAL_CONF.items():
+    for key, value in {**LOCAL_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -154,15 +156,21 @@ def report_folder(out: str, job: str) -> str:
 
 
 def publish_report(folder: str, out: str, job: str) -> str:
-    """Upload the report files to `<out>/<job>/` when `out` is in S3; return where it is."""
+    """Upload the report files to `<out>/<job>/` when `out` is in S3, then remove the
+    temporary folder; return where the report is."""
     if not out.startswith("s3://"):
         return folder
+    import shutil
     from pathlib import Path
 
     import boto3
 
     bucket, _, prefix = out[len("s3://"):].partition("/")
     s3 = boto3.client("s3")
-    for path in Path(folder).iterdir():
-        s3.upload_file(str(path), bucket, f"{prefix.rstrip('/')}/{job}/{path.name}".lstrip("/"))
+    try:
+        for path in Path(folder).iterdir():
+            s3.upload_file(str(path), bucket,
+                           f"{prefix.rstrip('/')}/{job}/{path.name}".lstrip("/"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     return f"{out.rstrip('/')}/{job}"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -101,6 +104,15 @@ def free_port() -> int:
 LOCALSTACK = os.environ.get("DMQ_TEST_LOCALSTACK", "")
 
 
+@functools.cache
+def _data_root() -> str:
+    """One temporary folder for the data folders of every server this process starts,
+    removed when the process ends (after every fixture has stopped its server)."""
+    root = tempfile.mkdtemp(prefix="dmq-e2e-data-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
 def server_env() -> dict[str, str]:
     """This environment without DMQ_* settings, with dummy credentials (and LocalStack as
     the store when DMQ_TEST_LOCALSTACK names it).
@@ -119,7 +131,7 @@ def server_env() -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         DMQ_LONG_POLL_INTERVAL_MS="5000",
         # The audit archive of the shared server goes to a temporary folder, not the tree.
-        DMQ_DATA_DIR=tempfile.mkdtemp(prefix="dmq-e2e-data-"),
+        DMQ_DATA_DIR=tempfile.mkdtemp(prefix="server-", dir=_data_root()),
     )
     return env
 

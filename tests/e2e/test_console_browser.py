@@ -14,7 +14,6 @@ import base64
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,10 +56,11 @@ def playwright() -> Iterator[Playwright]:
         yield driver
 
 
-def _browser(driver: Playwright, credentials: dict[str, str] | None) -> BrowserContext:
+def _browser(driver: Playwright, credentials: dict[str, str] | None,
+             profile: Path) -> BrowserContext:
     """Chromium with a fresh profile folder, signed in with these Basic credentials."""
     context = driver.chromium.launch_persistent_context(
-        tempfile.mkdtemp(prefix="dmq-console-chromium-"), executable_path=CHROMIUM,
+        str(profile), executable_path=CHROMIUM,
         headless=True, args=FLAGS, http_credentials=credentials,  # type: ignore[arg-type]
         viewport={"width": 1360, "height": 900})
     context.set_default_timeout(WAIT_MS)
@@ -68,17 +68,19 @@ def _browser(driver: Playwright, credentials: dict[str, str] | None) -> BrowserC
 
 
 @pytest.fixture(scope="module")
-def admin(playwright: Playwright) -> Iterator[BrowserContext]:
+def admin(playwright: Playwright,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
     """The browser of an admin (the deployment account's key); closed after the module."""
-    context = _browser(playwright, ADMIN)
+    context = _browser(playwright, ADMIN, tmp_path_factory.mktemp("chromium-admin"))
     yield context
     context.close()
 
 
 @pytest.fixture(scope="module")
-def stranger(playwright: Playwright) -> Iterator[BrowserContext]:
+def stranger(playwright: Playwright,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
     """A browser with no credentials; closed after the module."""
-    context = _browser(playwright, None)
+    context = _browser(playwright, None, tmp_path_factory.mktemp("chromium-stranger"))
     yield context
     context.close()
 
@@ -99,7 +101,10 @@ def sqs(dmq: DmqProcess) -> Any:
 def _shot(page: Page, name: str) -> None:
     """A full-page screenshot, kept in DMQ_CONSOLE_SCREENSHOTS when it is set."""
     folder = os.environ.get("DMQ_CONSOLE_SCREENSHOTS")
-    target = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="dmq-console-shots-"))
+    if not folder:
+        assert page.screenshot(full_page=True).startswith(b"\x89PNG")
+        return
+    target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(target / f"{name}.png"), full_page=True)
     assert (target / f"{name}.png").stat().st_size > 0

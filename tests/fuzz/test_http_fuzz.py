@@ -10,9 +10,7 @@ and `bench.fuzz_cases.Generator(seed).case(index)` rebuilds the request.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,9 +22,9 @@ CASES = 4000
 
 
 @pytest.fixture(scope="module")
-def memory_server() -> Iterator[Server]:
+def memory_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """DMQ on its in-memory store (fast); the default store is fuzzed in tests/e2e."""
-    server = start_server("memory", Path(tempfile.mkdtemp(prefix="dmq-fuzz-")),
+    server = start_server("memory", tmp_path_factory.mktemp("dmq-fuzz"),
                           {"DMQ_HTTP_REQUEST_TIMEOUT_S": "5"})
     yield server
     server.stop()

@@ -118,7 +118,10 @@ def test_publish_uploads_the_report_when_the_output_is_in_s3(
     written: list[str] = []
     monkeypatch.setattr(driver, "write_parquet", lambda tables, out: written.append(out))
 
+    folders: list[Path] = []
+
     def write_report(folder: str) -> None:
+        folders.append(Path(folder))
         (Path(folder) / "report.md").write_text("# Report\n")
         (Path(folder) / "plot.png").write_bytes(b"png")
 
@@ -130,6 +133,7 @@ def test_publish_uploads_the_report_when_the_output_is_in_s3(
     assert where == "s3://archive/audit/some_audit"
     assert written == ["s3://archive/audit/some_audit"]
     assert listed == ["audit/some_audit/plot.png", "audit/some_audit/report.md"]
+    assert len(folders) == 1 and not folders[0].exists()  # the temporary folder is gone
 
 
 @pytest.mark.parametrize("job", JOBS)
