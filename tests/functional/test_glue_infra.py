@@ -19,6 +19,7 @@ import pytest
 from moto import mock_aws
 
 from infra import glue
+from tests.conftest import SPARK_TEST_JAVA_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,6 +97,7 @@ def test_a_job_driver_runs_under_spark_submit(tmp_path: Path) -> None:
     # WHEN spark-submit runs the driver script, as Glue runs it
     done = subprocess.run(
         [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+         "--driver-java-options", SPARK_TEST_JAVA_OPTIONS,
          "--conf", "spark.sql.shuffle.partitions=2",
          str(ROOT / "glue_jobs" / "usage_report" / "job.py"),
          "--data", str(data), "--out", str(tmp_path / "out")],
