@@ -279,9 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="an already running DMQ (default: start one)")
     args = parser.parse_args(argv)
     server = None
-    data = tempfile.mkdtemp(prefix="dmq-fuzz-")
+    data = None if args.url else tempfile.mkdtemp(prefix="dmq-fuzz-")
     try:
-        if args.url is None:
+        if data is not None:
             server = start_server(args.store, Path(data))
         url = args.url or (server.url if server else "")
         print(f"fuzzing {url} with seed {args.seed}: {args.cases} cases", flush=True)
@@ -290,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
-        shutil.rmtree(data, ignore_errors=True)
+        if data is not None:
+            shutil.rmtree(data, ignore_errors=True)
     faults = server_faults("".join(server.tail)) if server else []
     print(report.histogram())
     for failure in report.failures[:20]:

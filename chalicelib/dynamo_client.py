@@ -329,8 +329,8 @@ class LeanDynamoDB:
     def __init__(self, client: Any, endpoint: str, credentials: Credentials | None,
                  connect_timeout_s: float, read_timeout_s: float, pool_size: int,
                  calls: dict[str, str] | None = None) -> None:
-        """`calls`: the client methods sent this way, and their operations (the
-        service's entry in `CALLS` unless given; any JSON 1.0 service's serve)."""
+        """`calls`: the client methods sent this way, and their operations: the
+        service's entry in `CALLS` unless given (any JSON 1.0 service's calls may be)."""
         parts = urlsplit(endpoint)
         self._client = client
         self._url = f"http://{parts.netloc}/"
