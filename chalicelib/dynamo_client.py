@@ -322,6 +322,12 @@ class Signer:
         return signed
 
 
+# The botocore events a call emits, in order (`after-call-error` in place of `after-call`
+# when no answer came; `needs-retry` after each attempt that did not succeed).
+_EVENTS = ("provide-client-params", "before-parameter-build", "before-call", "needs-retry",
+           "before-sign", "after-call", "after-call-error")
+
+
 class LeanDynamoDB:
     """A botocore DynamoDB (or DynamoDB Streams) client whose item calls (`CALLS`) skip
     botocore's request and response machinery; see the module's docstring."""
@@ -346,6 +352,12 @@ class LeanDynamoDB:
         self._events_of = model.service_id.hyphenize()
         self._target = str(model.metadata["targetPrefix"]) + "."
         self._models = {op: model.operation_model(op) for op in calls.values()}
+        # Each operation's event names, made once: a call emits six.
+        self._events = {op: {event: f"{event}.{self._events_of}.{op}" for event in _EVENTS}
+                         for op in calls.values()}
+        # botocore's standard retry mode never retries an answer below 300: such an
+        # answer skips its `needs-retry` handlers (legacy mode's may, on a checksum).
+        self._success_is_final = (client.meta.config.retries or {}).get("mode") == "standard"
         for method, operation in calls.items():
             setattr(self, method, self._method(operation))
 
@@ -373,14 +385,15 @@ class LeanDynamoDB:
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """One API call, as botocore's `_make_api_call` makes it."""
         model = self._models[operation]
+        names = self._events[operation]
         events = self._client.meta.events
         context: dict[str, Any] = {
             "client_region": self._region, "client_config": self._client.meta.config,
             "has_streaming_input": False, "auth_type": None}
         params = dict(first_non_none_response(events.emit(
-            f"provide-client-params.{self._events_of}.{operation}", params=params,
+            names["provide-client-params"], params=params,
             model=model, context=context), default=params))
-        events.emit(f"before-parameter-build.{self._events_of}.{operation}", params=params,
+        events.emit(names["before-parameter-build"], params=params,
                     model=model, context=context)
         request = {
             "url_path": "/", "query_string": "", "method": "POST", "url": self._url,
@@ -391,7 +404,7 @@ class LeanDynamoDB:
             "context": context,
         }
         _, answer = events.emit_until_response(
-            f"before-call.{self._events_of}.{operation}", model=model, params=request,
+            names["before-call"], model=model, params=request,
             request_signer=None, context=context)
         if answer is not None:
             http_response, parsed = answer
@@ -399,10 +412,10 @@ class LeanDynamoDB:
             try:
                 http_response, parsed = self._send(model, request)
             except Exception as exc:
-                events.emit(f"after-call-error.{self._events_of}.{operation}", exception=exc,
+                events.emit(names["after-call-error"], exception=exc,
                             context=context)
                 raise
-        events.emit(f"after-call.{self._events_of}.{operation}", http_response=http_response,
+        events.emit(names["after-call"], http_response=http_response,
                     parsed=parsed, model=model, context=context)
         if http_response.status_code >= 300:
             code = parsed.get("Error", {}).get("Code")
@@ -422,8 +435,10 @@ class LeanDynamoDB:
             except (ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError,
                     ReadTimeoutError) as exc:
                 caught = exc
+            if answer is not None and answer[0].status_code < 300 and self._success_is_final:
+                return answer
             delay = first_non_none_response(events.emit(
-                f"needs-retry.{self._events_of}.{model.name}", response=answer, endpoint=self,
+                self._events[model.name]["needs-retry"], response=answer, endpoint=self,
                 operation=model, attempts=attempts, caught_exception=caught,
                 request_dict=request))
             if delay is None:

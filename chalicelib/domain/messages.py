@@ -8,7 +8,7 @@ import os
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 
@@ -70,8 +70,16 @@ class Message:
         return self.expires_ms <= now_ms
 
     def with_changes(self, **changes: object) -> Message:
-        """A copy with some fields replaced."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        """A copy with some fields replaced (a Message has no checks at construction, so
+        the copy is made without `dataclasses.replace`'s call of `__init__`: a request
+        makes several)."""
+        unknown = changes.keys() - _MESSAGE_FIELDS
+        if unknown:
+            raise TypeError(f"Message has no field {sorted(unknown)[0]!r}")
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        copied.__dict__.update(changes)
+        return copied
 
     def system_values(self) -> dict[str, str]:
         """Every system attribute the message has, by its SQS name, as text: what a
@@ -109,6 +117,9 @@ class Message:
             visible_at=now_ms, expires_ms=self.sent_ms + retention_ms, claim_token="",
             dead_letter_source_arn=source_arn or self.dead_letter_source_arn,
         )
+
+
+_MESSAGE_FIELDS = frozenset(f.name for f in fields(Message))
 
 
 class CandidateAction(StrEnum):

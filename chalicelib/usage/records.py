@@ -67,12 +67,13 @@ class UsageMeter:
         self._oldest_ms: int | None = None
         self._retry_at_ms = 0  # after a failed flush, requests do not retry before this
         self.flushes = 0
+        self._minute: tuple[int, str] = (-1, "")  # the last minute formatted: (number, text)
 
     def record(self, account: str, queue: str, action: str, payload_bytes: int,
                outcome: str = OK) -> None:
         """Count one request; flush if the held counts are due (never raises for a flush)."""
         now_ms = self._clock.now_ms()
-        minute = datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M")
+        minute = self._minute_of(now_ms)
         with self._lock:
             counts = self._counts.setdefault((account, queue, action, minute, outcome),
                                              _Counts())
@@ -88,6 +89,15 @@ class UsageMeter:
             hook(account, queue, action, payload_bytes)
         if due:
             self._flush_quietly(now_ms)
+
+    def _minute_of(self, now_ms: int) -> str:
+        """The minute of `now_ms` (UTC, ISO), formatted once per minute."""
+        kept = self._minute
+        if kept[0] == now_ms // 60_000:
+            return kept[1]
+        minute = datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M")
+        self._minute = (now_ms // 60_000, minute)
+        return minute
 
     def _flush_quietly(self, now_ms: int) -> None:
         """A flush on a request's path: a failing sink must not fail the request. The
