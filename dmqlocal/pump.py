@@ -327,11 +327,21 @@ class StreamPump:
             self._idle_since = max(self._idle_since, started)
             self._idle.notify_all()
 
-    def catch_up(self, timeout_s: float) -> bool:
+    def catch_up(self, timeout_s: float, written_at: float = float("inf")) -> bool:
         """Wait until a whole pass that began after this call has finished: the records
         written before the call (up to one read per shard) have been handed over. The
-        pass runs at once, not at the pump's pace. False after `timeout_s`."""
+        pass runs at once, not at the pump's pace. False after `timeout_s`.
+
+        `written_at` (time.monotonic()): this process's last write to the store. When a
+        pass that began after it, and within the idle pace (`idle_cap_s`), found the
+        streams read to their end and nothing to hand over or hold, there is nothing of
+        this process's to wait for: no pass is made (writes of other processes sharing the
+        store are then seen at the pump's own pace, as a long poll sees them)."""
         since = time.monotonic()
+        with self._idle:
+            idle_since = self._idle_since
+        if written_at <= idle_since and since - idle_since <= self._idle_cap:
+            return True
         deadline = since + timeout_s
         self._urgent.set()
         self.wake()

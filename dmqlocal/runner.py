@@ -37,6 +37,7 @@ from dmqlocal.scheduler import Scheduler
 from dmqlocal.server import HttpLimits, LocalServer
 from dmqlocal.stores import LocalStore, StoreKind
 from dmqlocal.table_watch import RegionTables, TableWatch
+from dmqlocal.write_marks import WriteMarks
 
 logger = logging.getLogger("dmq.local")
 # How long a count read waits for its region's pump to take in the stream.
@@ -103,6 +104,7 @@ class LocalDmq:
         self._watched: list[RegionTables] = []
         self._watched_clients: list[object] = []  # told of missing tables: the watch checks
         self.activity = Activity()  # requests wake the idle background loops
+        self._writes = WriteMarks(self._dynamodb_clients)  # when a count read need not wait
         self.chaos: chaos.FaultInjector | None = None
         self.push_loop: PushLoop | None = None
         self._hurried = False
@@ -292,12 +294,17 @@ class LocalDmq:
             pump.start()
             self.activity.subscribe(pump.wake)
 
+    def _dynamodb_clients(self, region: str) -> list[Any]:
+        return list(self._runtime.backend(region).clients.dynamodb_clients())
+
     def _catch_up_counts(self, region: str) -> None:
-        """Let the region's counts take in what its streams hold now (a count read waits
-        for one pass of its pump, at most COUNT_CATCH_UP_S)."""
+        """Let the region's counts take in what its streams hold now: a count read waits
+        for one pass of its pump, at most COUNT_CATCH_UP_S, unless this server wrote
+        nothing since the pump's last idle pass began (`write_marks.py`)."""
+        written_at = self._writes.last_write(region)
         for pump in list(self.pumps):
             if pump.region == region:
-                pump.catch_up(COUNT_CATCH_UP_S)
+                pump.catch_up(COUNT_CATCH_UP_S, written_at)
 
     def _observed(self, region: str, records: Sequence[dict[str, Any]]) -> None:
         """Stream records as the pump reads them: wake the long polls they concern."""

@@ -86,6 +86,7 @@ class _Handler(BaseHTTPRequestHandler):
     trusted_proxies: tuple[str, ...] = ()  # peers whose forwarded headers the app may see
     gate: Gate | None = None  # the front door (admission) of the app's SQS requests
     _handshake_failed = False
+    _headers_buffer: list[bytes]  # http.server's: the answer's head, until it is written
 
     def __init__(self, request: Any, client_address: Any, server: Any) -> None:
         # Unlike socketserver's handlers, set up in the connection's first thread (the TLS

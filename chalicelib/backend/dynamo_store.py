@@ -13,7 +13,7 @@ from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_va
 from chalicelib.backend.dynamo_conditional import ConditionalWrites
 from chalicelib.backend.dynamo_moves import BatchMoves, Move, MoveOutcome, ProgressOp
 from chalicelib.backend.dynamo_sends import DynamoSends
-from chalicelib.backend.hidden_counts import BUCKET_MS, DELAYED, IN_FLIGHT
+from chalicelib.backend.hidden_counts import BUCKET_MS, DELAYED, IN_FLIGHT, ShardCount
 from chalicelib.backend.items import VISIBLE_INDEX, Item
 from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
 from chalicelib.clusters.shard_load import ShardLoad
@@ -297,18 +297,21 @@ class DynamoMessageStore:
         visible is what the counter holds beyond the hidden ones.
         """
         counted = self._counters.read(self.table, queue_id, shard)
+        return self._less_hidden(queue_id, shard, counted, now_ms)
+
+    def _less_hidden(self, queue_id: str, shard: int, counted: ShardCount, now_ms: int,
+                     weighted: bool = False) -> Counts:
+        """A shard's counts from its count item: the index over the rest of this minute is
+        read only when the shard holds messages whose buckets say some of them turn
+        visible in this minute (or whose buckets are not whole yet)."""
         in_flight, delayed, until = counted.hidden(now_ms)
-        # The noisy lane of a fair queue (from LANE_BASE on) waits visible: it is not read.
-        pk = {":pk": {"S": items.partition_key(queue_id, shard)}, ":now": {"N": str(now_ms + 1)},
-              ":until": {"N": str(min(until, LANE_BASE) - 1)}}
-        for page in self._pages(KeyConditionExpression="pk = :pk AND visible_at BETWEEN :now "
-                                "AND :until",
-                                ExpressionAttributeValues=pk, ProjectionExpression="rc"):
-            for item in page.get("Items", []):
-                if int(item["rc"]["N"]) > 0:
-                    in_flight += 1
-                else:
-                    delayed += 1
+        minute = now_ms // BUCKET_MS
+        hiding_now = until >= LANE_BASE or any(
+            counted.buckets.get(f"{kind}{minute}", 0) > 0 for kind in (IN_FLIGHT, DELAYED))
+        if counted.total > 0 and hiding_now:
+            more_in_flight, more_delayed = self.hidden_between(queue_id, shard, now_ms,
+                                                               until, weighted)
+            in_flight, delayed = in_flight + more_in_flight, delayed + more_delayed
         return Counts(max(0, counted.total - in_flight - delayed), in_flight, delayed)
 
     def count_many(self, shards: Sequence[tuple[str, int]], now_ms: int,
@@ -318,19 +321,9 @@ class DynamoMessageStore:
         only for a shard that holds messages whose buckets say some of them turn visible
         in this minute (or whose buckets are not whole yet). `weighted`: the index entries
         are FIFO group items, which weigh what they hold in flight."""
-        found: dict[tuple[str, int], Counts] = {}
-        for (queue_id, shard), counted in self._counters.read_many(self.table, shards).items():
-            in_flight, delayed, until = counted.hidden(now_ms)
-            minute = now_ms // BUCKET_MS
-            hiding_now = until >= LANE_BASE or any(
-                counted.buckets.get(f"{kind}{minute}", 0) > 0 for kind in (IN_FLIGHT, DELAYED))
-            if counted.total > 0 and hiding_now:
-                more_in_flight, more_delayed = self.hidden_between(queue_id, shard, now_ms,
-                                                                   until, weighted)
-                in_flight, delayed = in_flight + more_in_flight, delayed + more_delayed
-            found[(queue_id, shard)] = Counts(max(0, counted.total - in_flight - delayed),
-                                              in_flight, delayed)
-        return found
+        return {(queue_id, shard): self._less_hidden(queue_id, shard, counted, now_ms, weighted)
+                for (queue_id, shard), counted
+                in self._counters.read_many(self.table, shards).items()}
 
     def hidden_between(self, queue_id: str, shard: int, now_ms: int, until: int,
                        weighted: bool = False) -> tuple[int, int]:

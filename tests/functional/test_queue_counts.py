@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from app import runtime
 from tests.clocks import FakeClock
+from tests.dynamo_counter import DynamoCounter
 
 COUNTS = [
     "ApproximateNumberOfMessages",
@@ -111,3 +113,40 @@ def test_counts_are_per_queue(sqs: Any) -> None:
     # WHEN the other queue's counts are read THEN they are zero
     assert _counts(sqs, idle) == (0, 0, 0)
     assert _counts(sqs, busy) == (4, 0, 0)
+
+
+def test_a_count_read_of_messages_that_hide_in_no_bucket_of_this_minute_reads_no_index(
+        sqs: Any, dmq: Any, clock: FakeClock) -> None:
+    # GIVEN messages sent a minute ago, one of them received for 10 minutes (its bucket is
+    # a later minute; the others' is over)
+    url = _queue(sqs)
+    _send(sqs, url, 3)
+    sqs.receive_message(QueueUrl=url, VisibilityTimeout=600)
+    clock.advance(60)
+    assert _counts(sqs, url) == (2, 1, 0)
+    counter = DynamoCounter()
+    counter.attach(runtime.backend().stores.of("default")._db)
+    try:
+        start = counter.snapshot()
+        # WHEN the counts are read again
+        counts = _counts(sqs, url)
+        used = counter.snapshot() - start
+    finally:
+        counter.detach()
+    # THEN they are the same, from the count item alone: no Query of the index
+    assert counts == (2, 1, 0)
+    assert used.calls == {"BatchGetItem": 1}
+
+
+def test_a_message_turning_visible_this_minute_is_still_counted_hidden(
+        sqs: Any, clock: FakeClock) -> None:
+    # GIVEN a message received with a visibility timeout that ends within this minute
+    url = _queue(sqs)
+    _send(sqs, url, 1)
+    clock.advance((60_000 - clock.now_ms() % 60_000 + 1_000) / 1000)  # a minute's 1st second
+    sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)
+    # WHEN the counts are read before it ends THEN it is in flight (the index says so)
+    assert _counts(sqs, url) == (0, 1, 0)
+    # AND once it has ended it is visible again
+    clock.advance(31)
+    assert _counts(sqs, url) == (1, 0, 0)

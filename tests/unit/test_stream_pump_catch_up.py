@@ -104,3 +104,42 @@ def test_a_direct_pass_hands_over_what_a_window_holds(tmp_path: Path) -> None:
     assert not pump.wait_caught_up(since, timeout_s=0)
     _poll_until_quiet(pump)  # a caller's pass (a count read, a test) flushes
     assert seen == ["1", "2", "3", "4"]
+
+
+def _idle_pump(folder: Path) -> StreamPump:
+    """A pump whose last pass found its streams read to the end (no thread runs it)."""
+    pump = _pump(lambda event, context: None, folder)
+    _poll_until_quiet(pump)
+    assert pump.poll_once() == 0
+    return pump
+
+
+def test_a_count_read_waits_for_no_pass_when_nothing_was_written_since_the_last_idle_one(
+        tmp_path: Path) -> None:
+    # GIVEN a pump whose last pass was idle, and a last write before that pass began
+    written = time.monotonic()
+    time.sleep(0.01)
+    pump = _idle_pump(tmp_path)
+    # WHEN a count read catches up (no thread would make another pass: timeout 0)
+    # THEN it is caught up at once
+    assert pump.catch_up(0, written_at=written)
+
+
+def test_a_count_read_waits_for_a_pass_after_a_later_write_or_an_unknown_one(
+        tmp_path: Path) -> None:
+    # GIVEN a pump whose last pass was idle
+    pump = _idle_pump(tmp_path)
+    # WHEN this process wrote after that pass began, or does not know when it wrote
+    # THEN a count read needs a new pass (none comes within the timeout here)
+    assert not pump.catch_up(0, written_at=time.monotonic())
+    assert not pump.catch_up(0)
+
+
+def test_an_idle_pass_older_than_the_idle_pace_does_not_count(tmp_path: Path) -> None:
+    # GIVEN a pump whose last idle pass began longer ago than its idle pace allows
+    pump = _idle_pump(tmp_path)
+    pump._idle_cap = 0.02
+    time.sleep(0.05)
+    # WHEN a count read catches up with nothing written THEN it still needs a new pass:
+    # another process sharing the store may have written since
+    assert not pump.catch_up(0, written_at=float("-inf"))
