@@ -147,13 +147,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def localstack_env(port: int) -> dict[str, str]:
+def localstack_env(port: int, scratch: Path) -> dict[str, str]:
     """LocalStack on loopback only, offline: no DNS server, no certificate download, no
     analytics; a DynamoDB database per region (its access keys all map to one account),
-    so that the regions DMQ serves are apart, as on AWS; DynamoDB Local's own streams."""
+    so that the regions DMQ serves are apart, as on AWS; DynamoDB Local's own streams.
+    Its temporary files, and its DynamoDB Local's (SQLite's native library, unpacked at
+    each start), go to `scratch`, which the run removes."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("DMQ_", "AWS_", "LOCALSTACK_"))}
     env.update(
+        TMPDIR=str(scratch),
+        JAVA_TOOL_OPTIONS=f"-Djava.io.tmpdir={scratch}",
         SERVICES="dynamodb,dynamodbstreams,s3,sqs",
         GATEWAY_LISTEN=f"127.0.0.1:{port}",
         LOCALSTACK_HOST=f"127.0.0.1:{port}",
@@ -255,10 +259,11 @@ def run_on_localstack(localstack_python: str, tests: list[str], log: Path,
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     log.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="dmq-localstack-"))
     with log.open("wb") as out:
         localstack = subprocess.Popen(
             [localstack_python, "-m", "localstack.runtime.main"], cwd=FILESYSTEM_ROOT,
-            env=localstack_env(port), stdout=out, stderr=subprocess.STDOUT,
+            env=localstack_env(port, scratch), stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True)
     try:
         wait_healthy(endpoint, localstack, log)
@@ -283,6 +288,7 @@ def run_on_localstack(localstack_python: str, tests: list[str], log: Path,
             stop(pytest, "pytest")
     finally:
         stop(localstack, "LocalStack")
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:
