@@ -291,7 +291,8 @@ class DynamoMessageStore:
     # -- counts and purge -------------------------------------------------------------------
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
         """The shard's counter, less its hidden messages: the minute buckets after `now`'s
-        minute, and the index for the rest of that minute (`hidden_counts`).
+        minute, and the index for the rest of that minute when a bucket of that minute
+        holds messages (`hidden_counts`; otherwise the count item alone answers).
 
         The cost is one minute of the shard's messages at most, never its backlog:
         visible is what the counter holds beyond the hidden ones.
