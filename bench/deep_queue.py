@@ -2,7 +2,8 @@
 
 One DMQ server (`python -m dmqlocal`, its default store: DynamoDB Local under a fresh
 data folder) on a free loopback port, with three standard queues: `deep`, filled with N
-messages of 256 bytes; `shallow`, with 1,000; and `empty`. The messages are written
+messages of 256 bytes; `shallow`, with 1,000 more than the receives take from it (so that
+it holds 1,000 to the end); and `empty`. The messages are written
 straight into DynamoDB Local's messages table with BatchWriteItem, as items made by
 DMQ's own item codec (`bench.stop_time.fill`, `chalicelib.backend.items.to_item`); the
 server's stream pump counts them in as it counts sends (the count item in the control
@@ -13,9 +14,11 @@ shows all N. Then:
 - a restart on the same data folder, timed from the spawn until the first answer (a
   ListQueues; target: within 5 s), beside a start on an empty data folder on the same
   machine (the floor: Python, the app and DynamoDB Local's JVM);
-- after the restart, ReceiveMessage (10 at most, no wait) and GetQueueAttributes p50 on
-  `deep` against the same calls on `empty`, interleaved (target: within 1.2x). A
-  receive from `empty` claims nothing; `shallow` shows the same receive where it does;
+- after the restart, ReceiveMessage (10 at most, no wait) p50 on `deep` against the same
+  receive on `shallow`, and GetQueueAttributes p50 on `deep` against `empty`,
+  interleaved (target: within 1.2x). A receive is judged against `shallow` because it
+  does the same work there (it claims ten messages); a receive from `empty` claims
+  nothing, and is shown beside it;
 - every message still there: visible plus in flight is N (plus what `shallow` holds).
 
     python -m bench.deep_queue [--messages 1000000] [--calls 200] [--json FILE]
@@ -40,6 +43,7 @@ from bench.timing import percentile
 
 MESSAGES = 1_000_000
 SHALLOW = 1_000
+RECEIVED = 10  # messages a receive asks for
 CALLS = 200
 BODY_BYTES = 256
 RESTART_TARGET_S = 5.0
@@ -71,7 +75,7 @@ class DeepResult:
 
     def rows(self) -> list[tuple[str, str, str, bool | None]]:
         """(figure, value, target, passed) per figure."""
-        receive = self.receive_p50_ms / self.receive_empty_p50_ms
+        receive = self.receive_p50_ms / self.receive_shallow_p50_ms
         attributes = self.attributes_p50_ms / self.attributes_empty_p50_ms
         return [
             (f"SIGTERM to exit, {self.messages:,} stored",
@@ -81,12 +85,12 @@ class DeepResult:
              f"<= {RESTART_TARGET_S:g} s", self.restart_s <= RESTART_TARGET_S),
             ("start to first answer, empty data folder", f"{self.empty_start_s:.2f} s", "-",
              None),
-            ("ReceiveMessage p50, deep / empty",
-             f"{self.receive_p50_ms:.1f} / {self.receive_empty_p50_ms:.1f} ms = {receive:.2f}x",
-             f"<= {P50_RATIO:g}x", receive <= P50_RATIO),
-            ("ReceiveMessage p50, deep / shallow (1,000)",
+            (f"ReceiveMessage p50, deep / shallow ({SHALLOW:,}; both claim ten)",
              f"{self.receive_p50_ms:.1f} / {self.receive_shallow_p50_ms:.1f} ms = "
-             f"{self.receive_p50_ms / self.receive_shallow_p50_ms:.2f}x", "-", None),
+             f"{receive:.2f}x", f"<= {P50_RATIO:g}x", receive <= P50_RATIO),
+            ("ReceiveMessage p50, deep / empty (claims nothing)",
+             f"{self.receive_p50_ms:.1f} / {self.receive_empty_p50_ms:.1f} ms = "
+             f"{self.receive_p50_ms / self.receive_empty_p50_ms:.2f}x", "-", None),
             ("GetQueueAttributes p50, deep / empty",
              f"{self.attributes_p50_ms:.1f} / {self.attributes_empty_p50_ms:.1f} ms = "
              f"{attributes:.2f}x", f"<= {P50_RATIO:g}x", attributes <= P50_RATIO),
@@ -158,8 +162,8 @@ def _floor() -> float:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _load(server: Server, data_dir: Path, messages: int) -> tuple[dict[str, str], float, float,
-                                                                   float]:
+def _load(server: Server, data_dir: Path, messages: int, calls: int,
+          ) -> tuple[dict[str, str], float, float, float]:
     """The queues' URLs, the fill's seconds and rate, and the settle's seconds."""
     sqs = sqs_client(server.url)
     urls = {name: sqs.create_queue(QueueName=f"dmq-bench-{name}")["QueueUrl"]
@@ -172,7 +176,8 @@ def _load(server: Server, data_dir: Path, messages: int) -> tuple[dict[str, str]
 
     filled = fill(dynamodb, "/".join(urls["deep"].rsplit("/", 2)[-2:]), messages,
                   body_bytes=BODY_BYTES, progress=progress)
-    fill(dynamodb, "/".join(urls["shallow"].rsplit("/", 2)[-2:]), SHALLOW, body_bytes=BODY_BYTES)
+    fill(dynamodb, "/".join(urls["shallow"].rsplit("/", 2)[-2:]), SHALLOW + RECEIVED * calls,
+         body_bytes=BODY_BYTES)
     settle_s = wait_idle(server.process.pid, timeout_s=SETTLE_TIMEOUT_S)
     counted = _wait_counted(sqs, urls["deep"], messages, COUNT_TIMEOUT_S)
     if counted != messages:
@@ -186,7 +191,7 @@ def _measure(sqs: Any, urls: dict[str, str], calls: int) -> tuple[dict[str, list
     def receive(name: str) -> Callable[[], Any]:
         def call() -> None:
             nonlocal returned
-            got = sqs.receive_message(QueueUrl=urls[name], MaxNumberOfMessages=10,
+            got = sqs.receive_message(QueueUrl=urls[name], MaxNumberOfMessages=RECEIVED,
                                       VisibilityTimeout=VISIBILITY_S, WaitTimeSeconds=0)
             if name == "deep":
                 returned += len(got.get("Messages", []))
@@ -213,7 +218,7 @@ def run(messages: int, calls: int) -> DeepResult:
     try:
         server, _ = _start(data_dir)
         try:
-            urls, fill_s, rate, settle_s = _load(server, data_dir, messages)
+            urls, fill_s, rate, settle_s = _load(server, data_dir, messages, calls)
             print(f"  {messages:,} messages counted; stopping", flush=True)
             stop_s, _ = sigterm(server)
         finally:

@@ -81,6 +81,7 @@ class Change:
     seq: str  # padded: string order is stream order
     delta: int
     buckets: Mapping[str, int] = field(default_factory=dict)
+    hints: Mapping[str, frozenset[int]] = field(default_factory=dict)  # second hints
 
 
 def is_live_message(image: Mapping[str, Any] | None) -> bool:
@@ -106,24 +107,27 @@ def changes_of(records: Sequence[Mapping[str, Any]], now_ms: int) -> list[Change
         old, new = data.get("OldImage"), data.get("NewImage")
         delta = int(is_live_message(new)) - int(is_live_message(old))
         buckets = hidden_counts.kept(hidden_counts.bucket_changes(old, new), now_ms)
+        hints = hidden_counts.hidden_seconds(new, now_ms)
         pk = data.get("Keys", {}).get("pk", {}).get("S")
-        if (delta or buckets) and pk:
+        if (delta or buckets or hints) and pk:
             found.append(Change(table_of(record), str(pk), padded(str(data["SequenceNumber"])),
-                                delta, buckets))
+                                delta, buckets, hints))
     return found
 
 
 def _chunks(changes: list[Change]) -> list[list[Change]]:
-    """Runs of changes, in order, each touching at most MAX_TERMS // 2 buckets (the rest
-    of an update's terms are its two load slots and stale attributes it removes)."""
+    """Runs of changes, in order, each touching at most MAX_TERMS // 2 buckets and second
+    hints (the rest of an update's terms are its two load slots and stale attributes it
+    removes)."""
     runs: list[list[Change]] = [[]]
     names: set[str] = set()
     for change in changes:
-        if runs[-1] and len(names | change.buckets.keys()) > MAX_TERMS // 2:
+        touched = change.buckets.keys() | change.hints.keys()
+        if runs[-1] and len(names | touched) > MAX_TERMS // 2:
             runs.append([])
             names = set()
         runs[-1].append(change)
-        names |= change.buckets.keys()
+        names |= touched
     return runs
 
 
@@ -343,8 +347,8 @@ class ShardCounters:
 
     def _update(self, table: str, pk: str, changes: list[Change], now_ms: int,
                 ) -> tuple[dict[str, Any], list[str], list[str]]:
-        """The UpdateExpression and its values for `changes`, the buckets and load slots
-        it adds to, and the stale ones it removes."""
+        """The UpdateExpression and its values for `changes`, the buckets, second hints
+        and load slots it adds to, and the stale ones it removes."""
         buckets: dict[str, int] = {}
         for change in changes:
             for name, n in change.buckets.items():
@@ -352,10 +356,15 @@ class ShardCounters:
         adds = {name: n for name, n in buckets.items() if n}
         adds.update(shard_load.slot_terms(sum(c.delta > 0 for c in changes),
                                           sum(c.delta < 0 for c in changes), now_ms))
-        room = MAX_TERMS - len(adds)
+        hints: dict[str, set[int]] = {}
+        for change in changes:
+            for name, seconds in change.hints.items():
+                hints.setdefault(name, set()).update(seconds)
+        room = MAX_TERMS - len(adds) - len(hints)
         known = self._known.get((table, pk), set())
         stale = [n for n in hidden_counts.stale(known, now_ms)
-                 + shard_load.stale_slots(known, now_ms) if n not in adds][:room]
+                 + shard_load.stale_slots(known, now_ms) if n not in adds and n not in hints
+                 ][:room]
         values: dict[str, Any] = {":d": {"N": str(sum(c.delta for c in changes))},
                                   ":first": {"S": changes[0].seq},
                                   ":last": {"S": changes[-1].seq}, ":now": {"N": str(now_ms)}}
@@ -364,13 +373,17 @@ class ShardCounters:
             token = f":{'p' if n > 0 else 'm'}{abs(n)}"
             values[token] = {"N": str(n)}
             terms.append(f"{name} {token}")
-        expression = (f"SET seq = :last, hsince = if_not_exists(hsince, :now), #at = :now "
+        for index, (name, held) in enumerate(sorted(hints.items())):
+            values[f":h{index}"] = {"NS": [str(n) for n in sorted(held)]}
+            terms.append(f"{name} :h{index}")
+        expression = ("SET seq = :last, hsince = if_not_exists(hsince, :now), "
+                      "ssince = if_not_exists(ssince, :now), #at = :now "
                       f"ADD {', '.join(terms)}")
         if stale:
             expression += f" REMOVE {', '.join(stale)}"
         return ({"UpdateExpression": expression, "ExpressionAttributeValues": values,
                  "ExpressionAttributeNames": {"#at": "at"}},
-                list(adds), stale)
+                [*adds, *hints], stale)
 
     def _list(self, table: str, pk: str) -> None:
         """Put the shard in the active set, then mark its item `listed` (a failure
@@ -388,7 +401,7 @@ class ShardCounters:
         if len(self._known) >= _KNOWN_SHARDS and (table, pk) not in self._known:
             self._known.clear()
         names = {n for n in (old or {}) if hidden_counts.minute_of(n) is not None
-                 or shard_load.slot_of(n) is not None}
+                 or hidden_counts.hint_of(n) is not None or shard_load.slot_of(n) is not None}
         self._known[(table, pk)] = (names | set(written)) - set(removed)
 
     def _mark_new(self, table: str, pk: str) -> None:

@@ -13,7 +13,7 @@ from chalicelib.backend.dynamo_claims import CLAIM_UPDATE, BatchClaims, claim_va
 from chalicelib.backend.dynamo_conditional import ConditionalWrites
 from chalicelib.backend.dynamo_moves import BatchMoves, Move, MoveOutcome, ProgressOp
 from chalicelib.backend.dynamo_sends import DynamoSends
-from chalicelib.backend.hidden_counts import BUCKET_MS, DELAYED, IN_FLIGHT, ShardCount
+from chalicelib.backend.hidden_counts import ShardCount
 from chalicelib.backend.items import VISIBLE_INDEX, Item
 from chalicelib.backend.store import CandidatePage, NewPuts, VisibilityChange
 from chalicelib.clusters.shard_load import ShardLoad
@@ -291,8 +291,9 @@ class DynamoMessageStore:
     # -- counts and purge -------------------------------------------------------------------
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
         """The shard's counter, less its hidden messages: the minute buckets after `now`'s
-        minute, and the index for the rest of that minute when a bucket of that minute
-        holds messages (`hidden_counts`; otherwise the count item alone answers).
+        minute, and the index for the rest of that minute when its buckets and second
+        hints say a message may turn visible in it after `now` (`hidden_counts`;
+        otherwise the count item alone answers).
 
         The cost is one minute of the shard's messages at most, never its backlog:
         visible is what the counter holds beyond the hidden ones.
@@ -303,13 +304,11 @@ class DynamoMessageStore:
     def _less_hidden(self, queue_id: str, shard: int, counted: ShardCount, now_ms: int,
                      weighted: bool = False) -> Counts:
         """A shard's counts from its count item: the index over the rest of this minute is
-        read only when the shard holds messages whose buckets say some of them turn
-        visible in this minute (or whose buckets are not whole yet)."""
+        read only when the shard holds messages of which its buckets and second hints say
+        some may turn visible in this minute after `now` (or whose buckets are not whole
+        yet)."""
         in_flight, delayed, until = counted.hidden(now_ms)
-        minute = now_ms // BUCKET_MS
-        hiding_now = until >= LANE_BASE or any(
-            counted.buckets.get(f"{kind}{minute}", 0) > 0 for kind in (IN_FLIGHT, DELAYED))
-        if counted.total > 0 and hiding_now:
+        if counted.total > 0 and counted.hides_later_this_minute(now_ms):
             more_in_flight, more_delayed = self.hidden_between(queue_id, shard, now_ms,
                                                                until, weighted)
             in_flight, delayed = in_flight + more_in_flight, delayed + more_delayed
@@ -319,8 +318,7 @@ class DynamoMessageStore:
                    weighted: bool = False) -> dict[tuple[str, int], Counts]:
         """The counts of many shards of any queues, as `count` reads each: their count
         items in one BatchGetItem per hundred, and the index over the rest of this minute
-        only for a shard that holds messages whose buckets say some of them turn visible
-        in this minute (or whose buckets are not whole yet). `weighted`: the index entries
+        only where `count` would read it. `weighted`: the index entries
         are FIFO group items, which weigh what they hold in flight."""
         return {(queue_id, shard): self._less_hidden(queue_id, shard, counted, now_ms, weighted)
                 for (queue_id, shard), counted

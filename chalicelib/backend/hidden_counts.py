@@ -18,6 +18,22 @@ Buckets before the handler's previous minute are never read again, so changes to
 are dropped and the buckets themselves removed (`stale`). The item holds at most one
 bucket of each kind for each minute of the longest visibility timeout (12 h) and delay.
 
+Each bucket of the current minute says only that *some* message weighs in it: every
+message sent in that minute does, although it turns visible the moment it is sent. So
+that a count does not read the index for nothing, the handler also keeps *second hints*:
+
+- `s<minute>`: a number set of the seconds of that minute at which an image the handler
+  saw was still hidden (its `visible_at` after the handler's clock) turns visible. An
+  image hidden beyond the next minute adds only the minute's last second, so a set holds
+  at most 60 numbers for the two nearest minutes and one for every later one.
+
+A hint is only ever added to (a message turning visible earlier leaves its second), so
+it can send a count to the index for nothing, never keep it away from a hidden message:
+a message hidden at a count's time `now` was hidden when its record was counted, so its
+second, at or after `now`'s, is in the set. Hints are whole from when the handler first
+kept them on the shard (`ssince`): at once for a shard whose buckets began with them,
+`HORIZON_MS` later for one whose buckets an earlier version began.
+
 Tracking starts when a handler of this version first counts a shard (`hsince`). A shard
 first counted by it (`hnew`, and no counts of the request-path versions) is whole from the
 start; a shard counted before may hold hidden messages no bucket knows, so its counts read
@@ -28,7 +44,7 @@ message has turned visible.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain.lanes import LANE_BASE
@@ -40,6 +56,8 @@ BUCKET_MS = 60_000
 HORIZON_MS = (12 * 3600 + 15 * 60 + 2 * 60) * 1000
 KEPT_MINUTES = 1  # changes to buckets older than the handler's previous minute are dropped
 IN_FLIGHT, DELAYED = "f", "d"
+HINT = "s"  # second hints: s<minute>, a number set of seconds (0 to 59)
+LAST_SECOND = BUCKET_MS // 1000 - 1
 _NOT_HIDDEN = (fifo.MESSAGE_PREFIX, fifo.DEDUP_PREFIX, fifo.SEQUENCE_KEY)
 
 
@@ -71,6 +89,29 @@ def hidden_of(image: Mapping[str, Any] | None) -> tuple[str, int] | None:
     return bucket(IN_FLIGHT, visible_at), weight
 
 
+def hint_of(name: str) -> int | None:
+    """The minute of a second hint's attribute name; None for any other attribute."""
+    if len(name) > 1 and name[0] == HINT and name[1:].isdigit():
+        return int(name[1:])
+    return None
+
+
+def hidden_seconds(new: Mapping[str, Any] | None, now_ms: int) -> dict[str, frozenset[int]]:
+    """The second hint a record's new image adds at `now_ms`: its `visible_at`'s second
+    when it is still hidden then (the minute's last second when that is past the next
+    minute); nothing for an image that is visible already or weighs in no bucket."""
+    if hidden_of(new) is None:
+        return {}
+    assert new is not None  # hidden_of says so
+    visible_at = int(new["visible_at"]["N"])
+    if visible_at <= now_ms:
+        return {}
+    minute = visible_at // BUCKET_MS
+    near = minute <= now_ms // BUCKET_MS + 1
+    second = (visible_at % BUCKET_MS) // 1000 if near else LAST_SECOND
+    return {f"{HINT}{minute}": frozenset({second})}
+
+
 def bucket_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None,
                    ) -> dict[str, int]:
     """What one record changes in the buckets (nothing when the bucket stays the same)."""
@@ -88,19 +129,23 @@ def kept(changes: Mapping[str, int], now_ms: int) -> dict[str, int]:
 
 
 def stale(names: Iterable[str], now_ms: int) -> list[str]:
-    """The buckets among `names` that no count reads any more."""
+    """The buckets and second hints among `names` that no count reads any more."""
     oldest = now_ms // BUCKET_MS - KEPT_MINUTES
-    return sorted(n for n in names if (minute := minute_of(n)) is not None and minute < oldest)
+    return sorted(n for n in names
+                  if (minute := minute_of(n) if n[:1] != HINT else hint_of(n)) is not None
+                  and minute < oldest)
 
 
 @dataclass(frozen=True)
 class ShardCount:
     """A shard's count item as read: its messages, its buckets, and from when they are
-    whole (None: not yet known to be)."""
+    whole (None: not yet known to be); its second hints, and from when those are."""
 
     total: int
     buckets: Mapping[str, int]
     whole_from: int | None
+    hints: Mapping[int, frozenset[int]] = field(default_factory=dict)  # minute: seconds
+    hints_from: int | None = None
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None, total: int, legacy: bool) -> ShardCount:
@@ -114,7 +159,28 @@ class ShardCount:
             return cls(total, buckets, None)
         since = int(item["hsince"]["N"])
         whole_from = 0 if "hnew" in item and not legacy else since + HORIZON_MS
-        return cls(total, buckets, whole_from)
+        if "ssince" not in item:
+            return cls(total, buckets, whole_from)
+        hints = {minute: frozenset(int(n) for n in value.get("NS", ()))
+                 for name, value in item.items() if (minute := hint_of(name)) is not None}
+        hinted = int(item["ssince"]["N"])
+        hints_from = whole_from if hinted <= since else max(whole_from, hinted + HORIZON_MS)
+        return cls(total, buckets, whole_from, hints, hints_from)
+
+    def hides_later_this_minute(self, now_ms: int) -> bool:
+        """Whether some message may be hidden after `now` and turn visible before its
+        minute ends (so a count must read the index for the rest of the minute): its
+        buckets are not whole, or a bucket of the minute holds messages and, where the
+        second hints are whole, one of them is at or after `now`'s second."""
+        if self.whole_from is None or now_ms < self.whole_from:
+            return True
+        minute = now_ms // BUCKET_MS
+        if not any(self.buckets.get(f"{kind}{minute}", 0) > 0 for kind in (IN_FLIGHT, DELAYED)):
+            return False
+        if self.hints_from is None or now_ms < self.hints_from:
+            return True
+        second = (now_ms % BUCKET_MS) // 1000
+        return any(s >= second for s in self.hints.get(minute, ()))
 
     def hidden(self, now_ms: int) -> tuple[int, int, int]:
         """(in flight, delayed) held by the buckets after `now`'s minute, and where the

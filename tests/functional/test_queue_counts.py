@@ -115,6 +115,59 @@ def test_counts_are_per_queue(sqs: Any) -> None:
     assert _counts(sqs, busy) == (4, 0, 0)
 
 
+def _reads_of(count: Any) -> tuple[Any, dict[str, int]]:
+    """What `count()` returns, and the store requests it made."""
+    counter = DynamoCounter()
+    counter.attach(runtime.backend().stores.of("default")._db)
+    try:
+        start = counter.snapshot()
+        result = count()
+        used = counter.snapshot() - start
+    finally:
+        counter.detach()
+    return result, dict(used.calls)
+
+
+def _to_second(clock: FakeClock, second: int) -> None:
+    """Move the clock on to `second` of the next minute."""
+    clock.advance((60_000 - clock.now_ms() % 60_000 + second * 1000) / 1000)
+
+
+def test_a_count_read_of_messages_sent_this_minute_reads_no_index(
+        sqs: Any, clock: FakeClock) -> None:
+    # GIVEN messages sent (not delayed) this minute: their bucket is this minute's, but
+    # they were visible when counted in
+    url = _queue(sqs)
+    _to_second(clock, 1)
+    _send(sqs, url, 3)
+    clock.advance(10)
+    assert _counts(sqs, url) == (3, 0, 0)
+    # WHEN the counts are read again in the same minute
+    counts, used = _reads_of(lambda: _counts(sqs, url))
+    # THEN they are the same, from the count item alone
+    assert counts == (3, 0, 0)
+    assert used == {"BatchGetItem": 1}
+
+
+def test_a_message_delayed_to_later_this_minute_is_read_from_the_index_until_due(
+        sqs: Any, clock: FakeClock) -> None:
+    # GIVEN at second 1 of a minute, three messages sent and one delayed by 20 s
+    url = _queue(sqs)
+    _to_second(clock, 1)
+    _send(sqs, url, 3)
+    _send(sqs, url, 1, DelaySeconds=20)
+    # WHEN the counts are read before it is due THEN the index says it is delayed
+    clock.advance(5)
+    counts, used = _reads_of(lambda: _counts(sqs, url))
+    assert counts == (3, 0, 1)
+    assert used.get("Query") == 1
+    # AND once it is due (the same minute) it is visible, from the count item alone
+    clock.advance(20)
+    counts, used = _reads_of(lambda: _counts(sqs, url))
+    assert counts == (4, 0, 0)
+    assert used == {"BatchGetItem": 1}
+
+
 def test_a_count_read_of_messages_that_hide_in_no_bucket_of_this_minute_reads_no_index(
         sqs: Any, dmq: Any, clock: FakeClock) -> None:
     # GIVEN messages sent a minute ago, one of them received for 10 minutes (its bucket is

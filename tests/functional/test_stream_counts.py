@@ -172,8 +172,9 @@ def test_a_batch_over_many_minutes_is_written_in_runs(timed: ShardCounters, cloc
     # GIVEN 300 messages claimed for 300 different minutes
     batch = [_record(i + 1, f"m{i}", None, _message(f"m{i}", now + (i + 2) * MINUTE, rc=1))
              for i in range(300)]
-    # THEN the writes are runs of at most MAX_TERMS // 2 buckets, and every one counts
-    assert timed.apply_records(batch) == 1 + -(-300 // (MAX_TERMS // 2))
+    # THEN the writes are runs of at most MAX_TERMS // 2 buckets and second hints (a
+    # bucket and a hint for each minute), and every one counts
+    assert timed.apply_records(batch) == 1 + -(-600 // (MAX_TERMS // 2))
     assert _hidden(timed, now)[:2] == (300, 0)
     # AND handed over again, it counts nothing twice
     timed.apply_records(batch)
