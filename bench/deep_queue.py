@@ -19,7 +19,10 @@ shows all N. Then:
   interleaved (target: within 1.2x). A receive is judged against `shallow` because it
   does the same work there (it claims ten messages); a receive from `empty` claims
   nothing, and is shown beside it;
-- every message still there: visible plus in flight is N (plus what `shallow` holds).
+- every message still there: visible plus in flight is N (plus what `shallow` holds);
+- then PurgeQueue on `deep`: its answer timed (target: within 1 s), a receive right after
+  it (it must find nothing), and the time until the queue's counts show no message
+  (target: within 60 s, as SQS's purge; the removal runs in the background).
 
     python -m bench.deep_queue [--messages 1000000] [--calls 200] [--json FILE]
 """
@@ -52,6 +55,8 @@ P50_RATIO = 1.2
 SETTLE_TIMEOUT_S = 1800.0
 COUNT_TIMEOUT_S = 600.0
 VISIBILITY_S = 3600
+PURGE_ANSWER_S = 1.0
+PURGE_GONE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,9 @@ class DeepResult:
     attributes_empty_p50_ms: float
     stored_after: int  # visible plus in flight in `deep` after the restart and the calls
     returned: int  # messages the receives from `deep` returned
+    purge_answer_s: float
+    received_after_purge: int  # messages a receive right after the purge returned
+    purge_gone_s: float | None  # until the counts showed none (None: not within the wait)
 
     def rows(self) -> list[tuple[str, str, str, bool | None]]:
         """(figure, value, target, passed) per figure."""
@@ -96,6 +104,14 @@ class DeepResult:
              f"{attributes:.2f}x", f"<= {P50_RATIO:g}x", attributes <= P50_RATIO),
             ("messages kept (visible + in flight after the restart)",
              f"{self.stored_after:,}", f"= {self.messages:,}", self.stored_after == self.messages),
+            ("PurgeQueue of the deep queue: its answer", f"{self.purge_answer_s:.2f} s",
+             f"<= {PURGE_ANSWER_S:g} s", self.purge_answer_s <= PURGE_ANSWER_S),
+            ("a receive right after the purge", f"{self.received_after_purge} messages", "= 0",
+             self.received_after_purge == 0),
+            ("purge to counts showing no message",
+             "not within the wait" if self.purge_gone_s is None else f"{self.purge_gone_s:.1f} s",
+             f"<= {PURGE_GONE_S:g} s",
+             self.purge_gone_s is not None and self.purge_gone_s <= PURGE_GONE_S),
         ]
 
 
@@ -211,6 +227,22 @@ def _measure(sqs: Any, urls: dict[str, str], calls: int) -> tuple[dict[str, list
     return taken, returned
 
 
+def _purge(sqs: Any, url: str, wait_s: float) -> tuple[float, int, float | None]:
+    """PurgeQueue: its answer's seconds, what a receive right after returns, and the
+    seconds until the counts show no message (None: not within `wait_s`)."""
+    started = time.perf_counter()
+    sqs.purge_queue(QueueUrl=url)
+    answered = time.perf_counter() - started
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=RECEIVED, WaitTimeSeconds=0)
+    deadline = time.monotonic() + wait_s
+    while _stored(sqs, url) > 0:
+        if time.monotonic() > deadline:
+            return round(answered, 2), len(got.get("Messages", [])), None
+        time.sleep(0.5)
+    return (round(answered, 2), len(got.get("Messages", [])),
+            round(time.perf_counter() - started, 1))
+
+
 def run(messages: int, calls: int) -> DeepResult:
     """Fill, stop, restart and measure one server of `messages` messages in one queue."""
     empty_start_s = _floor()
@@ -228,6 +260,7 @@ def run(messages: int, calls: int) -> DeepResult:
             sqs = sqs_client(again.url)
             taken, returned = _measure(sqs, urls, calls)
             stored = _stored(sqs, urls["deep"])
+            purged = _purge(sqs, urls["deep"], max(PURGE_GONE_S * 5, messages / 500))
             sigterm(again)
         finally:
             again.stop()
@@ -241,7 +274,8 @@ def run(messages: int, calls: int) -> DeepResult:
         receive_shallow_p50_ms=_p50_ms(taken["receive shallow"]),
         attributes_p50_ms=_p50_ms(taken["attributes deep"]),
         attributes_empty_p50_ms=_p50_ms(taken["attributes empty"]),
-        stored_after=stored, returned=returned)
+        stored_after=stored, returned=returned, purge_answer_s=purged[0],
+        received_after_purge=purged[1], purge_gone_s=purged[2])
 
 
 def main(argv: Sequence[str] | None = None) -> DeepResult:
