@@ -10,7 +10,7 @@ one consumer, each against its target with PASS or FAIL.
 - Many idle queues (`bench/many_queues.py`): idle store requests and CPU, a /metrics
   scrape and the console's queue list with 10,000 queues.
 - A deep queue (`bench/deep_queue.py`): stop, restart, receive and GetQueueAttributes
-  with a million messages in one queue; purge and delete.
+  with a million messages in one queue, then a purge of it.
 - Fair share at this size (`bench/tenant_scale.py`): with DMQ_AUTH=required, one tenant
   holding 1,000 long polls and 10,000 queues beside another tenant's SendMessage; its
   long polls and queues past its shares.

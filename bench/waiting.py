@@ -9,7 +9,10 @@ consumer, paced, and each consumer's poll must return it within that same wait: 
 that ends empty although its message was sent during it is a missed wake-up.
 Send-to-receipt time runs from the send's answer to the poll's answer. `run` measures
 twice: behind the proxy for the store requests, then on the store itself for the times
-and the memory (the proxy, one Python process, slows every store request).
+and the memory (the proxy, one Python process, slows every store request). The memory
+per waiting consumer is the server's resident growth while all wait, over the server
+once it has served the same receives without a wait (all at once, on connections closed
+after); its growth over the server before any receive is shown beside it.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ class Waits:
     idle_per_s: float  # store requests per second while every consumer waited
     idle_by_operation: dict[str, int]
     latencies_ms: tuple[float, ...]
-    rss_growth_kb_per_consumer: float | None
+    rss_growth_kb_per_consumer: float | None  # over a server that served the same receives
+    cold_growth_kb_per_consumer: float | None = None  # over the server before any receive
 
     @property
     def server_errors(self) -> int:
@@ -119,6 +123,8 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     urls = _make_queues(endpoint, queues, prefix)
     polls = [_Poll(n, url) for n, url in enumerate(urls)]
     polls += [_Poll(0, urls[0]) for _ in range(shared)]
+    rss_cold = _rss_kb(pid)
+    _warm(endpoint, polls)
     receiver = sqs_client(endpoint, len(polls) + 10, read_timeout=wait_s + 30, attempts=1)
     rss_before = _rss_kb(pid)
 
@@ -172,10 +178,25 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
         got_by = by_body.get(f"for-{index}")
         if got_by is not None and p.sent_at is not None and got_by.ended_at is not None:
             latencies.append(max(0.0, (got_by.ended_at - p.sent_at) * 1000))
-    growth = (None if rss_before is None or rss_waiting is None
-              else round((rss_waiting - rss_before) / max(1, len(polls)), 1))
+    def per_poll(base: float | None) -> float | None:
+        return (None if base is None or rss_waiting is None
+                else round((rss_waiting - base) / max(1, len(polls)), 1))
+
     return Waits(len(polls), len(delivered), missed, dict(errors),
-                 round(sum(idle.values()) / (end - start), 2), idle, tuple(latencies), growth)
+                 round(sum(idle.values()) / (end - start), 2), idle, tuple(latencies),
+                 per_poll(rss_before), per_poll(rss_cold))
+
+
+def _warm(endpoint: str, polls: list[_Poll]) -> None:
+    """The same receives, all at once, without a wait, on connections closed after: what
+    the server keeps of serving them (its caches of the queues, the store connections a
+    burst opens, the heap it grew to) is in the baseline of the memory per waiting
+    consumer, which is then what waiting adds."""
+    warm = sqs_client(endpoint, len(polls) + 10, attempts=1)
+    with ThreadPoolExecutor(min(len(polls), 256)) as pool:
+        list(pool.map(lambda p: warm.receive_message(QueueUrl=p.url, WaitTimeSeconds=0), polls))
+    warm.close()
+    time.sleep(1.0)
 
 
 def report(waits: Waits, one: Waits | None = None) -> str:
@@ -190,8 +211,10 @@ def report(waits: Waits, one: Waits | None = None) -> str:
         return f"{w.server_errors}" + (f" ({named})" if named else "")
 
     def growth(w: Waits) -> str:
-        kb = w.rss_growth_kb_per_consumer
-        return "not measured" if kb is None else f"{kb:.1f} KB"
+        kb, cold = w.rss_growth_kb_per_consumer, w.cold_growth_kb_per_consumer
+        if kb is None:
+            return "not measured"
+        return f"{kb:.1f} KB" + ("" if cold is None else f" ({cold:.1f} KB over a cold server)")
 
     kb = waits.rss_growth_kb_per_consumer
     head = f"| {waits.consumers:,} waiting consumers | figure |"
