@@ -11,7 +11,7 @@ Send-to-receipt time runs from the send's answer to the poll's answer. `run` mea
 twice: behind the proxy for the store requests, then on the store itself for the times
 and the memory (the proxy, one Python process, slows every store request). The memory
 per waiting consumer is the server's resident growth while all wait, over the server
-once it has served the same receives without a wait (all at once, on connections closed
+once it has served the same receives without a wait (16 at a time, on connections closed
 after); its growth over the server before any receive is shown beside it.
 """
 
@@ -33,6 +33,7 @@ from bench.sqs import sqs_client
 IDLE_TARGET_PER_S = 2.0
 P99_TARGET_MS = 100.0
 MEMORY_TARGET_KB = 50.0  # the server's growth per waiting consumer
+WARM_AT_ONCE = 16  # receives at once before the memory's baseline
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     polls = [_Poll(n, url) for n, url in enumerate(urls)]
     polls += [_Poll(0, urls[0]) for _ in range(shared)]
     rss_cold = _rss_kb(pid)
-    _warm(endpoint, polls)
+    warm_errors = _warm(endpoint, polls)
     receiver = sqs_client(endpoint, len(polls) + 10, read_timeout=wait_s + 30, attempts=1)
     rss_before = _rss_kb(pid)
 
@@ -165,7 +166,7 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
         list(pool.map(lambda ip: send(*ip), enumerate(polls)))
     for thread in threads:
         thread.join(timeout=wait_s + 40)
-    errors = Counter(p.error for p in polls if p.error) + send_errors
+    errors = Counter(p.error for p in polls if p.error) + send_errors + warm_errors
     delivered = [p for p in polls if p.body is not None]
     by_body = {p.body: p for p in delivered}
     # Each consumer is sent one message to its queue (those sharing a queue: one each,
@@ -187,16 +188,25 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
                  per_poll(rss_before), per_poll(rss_cold))
 
 
-def _warm(endpoint: str, polls: list[_Poll]) -> None:
-    """The same receives, all at once, without a wait, on connections closed after: what
-    the server keeps of serving them (its caches of the queues, the store connections a
-    burst opens, the heap it grew to) is in the baseline of the memory per waiting
-    consumer, which is then what waiting adds."""
-    warm = sqs_client(endpoint, len(polls) + 10, attempts=1)
-    with ThreadPoolExecutor(min(len(polls), 256)) as pool:
-        list(pool.map(lambda p: warm.receive_message(QueueUrl=p.url, WaitTimeSeconds=0), polls))
+def _warm(endpoint: str, polls: list[_Poll]) -> Counter[str]:
+    """The same receives without a wait, WARM_AT_ONCE at a time, on connections closed
+    after: what the server keeps of serving them (its caches of the queues, the code and
+    the heap they grew) is in the baseline of the memory per waiting consumer, which is
+    then what waiting adds. Their failures, by code."""
+    warm = sqs_client(endpoint, WARM_AT_ONCE, attempts=1)
+    failed: Counter[str] = Counter()
+
+    def receive(p: _Poll) -> None:
+        try:
+            warm.receive_message(QueueUrl=p.url, WaitTimeSeconds=0)
+        except (BotoCoreError, ClientError) as exc:
+            failed["warm-up receive: " + _code(exc)] += 1
+
+    with ThreadPoolExecutor(WARM_AT_ONCE) as pool:
+        list(pool.map(receive, polls))
     warm.close()
     time.sleep(1.0)
+    return failed
 
 
 def report(waits: Waits, one: Waits | None = None) -> str:
