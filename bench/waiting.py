@@ -9,10 +9,7 @@ consumer, paced, and each consumer's poll must return it within that same wait: 
 that ends empty although its message was sent during it is a missed wake-up.
 Send-to-receipt time runs from the send's answer to the poll's answer. `run` measures
 twice: behind the proxy for the store requests, then on the store itself for the times
-and the memory (the proxy, one Python process, slows every store request). The memory
-per waiting consumer is the server's resident growth while all wait, over the server
-once it has served the same receives without a wait (16 at a time, on connections closed
-after); its growth over the server before any receive is shown beside it.
+and the memory (the proxy, one Python process, slows every store request).
 """
 
 from __future__ import annotations
@@ -33,7 +30,6 @@ from bench.sqs import sqs_client
 IDLE_TARGET_PER_S = 2.0
 P99_TARGET_MS = 100.0
 MEMORY_TARGET_KB = 50.0  # the server's growth per waiting consumer
-WARM_AT_ONCE = 16  # receives at once before the memory's baseline
 
 
 @dataclass(frozen=True)
@@ -47,8 +43,7 @@ class Waits:
     idle_per_s: float  # store requests per second while every consumer waited
     idle_by_operation: dict[str, int]
     latencies_ms: tuple[float, ...]
-    rss_growth_kb_per_consumer: float | None  # over a server that served the same receives
-    cold_growth_kb_per_consumer: float | None = None  # over the server before any receive
+    rss_growth_kb_per_consumer: float | None
 
     @property
     def server_errors(self) -> int:
@@ -124,8 +119,6 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     urls = _make_queues(endpoint, queues, prefix)
     polls = [_Poll(n, url) for n, url in enumerate(urls)]
     polls += [_Poll(0, urls[0]) for _ in range(shared)]
-    rss_cold = _rss_kb(pid)
-    warm_errors = _warm(endpoint, polls)
     receiver = sqs_client(endpoint, len(polls) + 10, read_timeout=wait_s + 30, attempts=1)
     rss_before = _rss_kb(pid)
 
@@ -166,7 +159,7 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
         list(pool.map(lambda ip: send(*ip), enumerate(polls)))
     for thread in threads:
         thread.join(timeout=wait_s + 40)
-    errors = Counter(p.error for p in polls if p.error) + send_errors + warm_errors
+    errors = Counter(p.error for p in polls if p.error) + send_errors
     delivered = [p for p in polls if p.body is not None]
     by_body = {p.body: p for p in delivered}
     # Each consumer is sent one message to its queue (those sharing a queue: one each,
@@ -179,34 +172,10 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
         got_by = by_body.get(f"for-{index}")
         if got_by is not None and p.sent_at is not None and got_by.ended_at is not None:
             latencies.append(max(0.0, (got_by.ended_at - p.sent_at) * 1000))
-    def per_poll(base: float | None) -> float | None:
-        return (None if base is None or rss_waiting is None
-                else round((rss_waiting - base) / max(1, len(polls)), 1))
-
+    growth = (None if rss_before is None or rss_waiting is None
+              else round((rss_waiting - rss_before) / max(1, len(polls)), 1))
     return Waits(len(polls), len(delivered), missed, dict(errors),
-                 round(sum(idle.values()) / (end - start), 2), idle, tuple(latencies),
-                 per_poll(rss_before), per_poll(rss_cold))
-
-
-def _warm(endpoint: str, polls: list[_Poll]) -> Counter[str]:
-    """The same receives without a wait, WARM_AT_ONCE at a time, on connections closed
-    after: what the server keeps of serving them (its caches of the queues, the code and
-    the heap they grew) is in the baseline of the memory per waiting consumer, which is
-    then what waiting adds. Their failures, by code."""
-    warm = sqs_client(endpoint, WARM_AT_ONCE, attempts=1)
-    failed: Counter[str] = Counter()
-
-    def receive(p: _Poll) -> None:
-        try:
-            warm.receive_message(QueueUrl=p.url, WaitTimeSeconds=0)
-        except (BotoCoreError, ClientError) as exc:
-            failed["warm-up receive: " + _code(exc)] += 1
-
-    with ThreadPoolExecutor(WARM_AT_ONCE) as pool:
-        list(pool.map(receive, polls))
-    warm.close()
-    time.sleep(1.0)
-    return failed
+                 round(sum(idle.values()) / (end - start), 2), idle, tuple(latencies), growth)
 
 
 def report(waits: Waits, one: Waits | None = None) -> str:
@@ -221,10 +190,8 @@ def report(waits: Waits, one: Waits | None = None) -> str:
         return f"{w.server_errors}" + (f" ({named})" if named else "")
 
     def growth(w: Waits) -> str:
-        kb, cold = w.rss_growth_kb_per_consumer, w.cold_growth_kb_per_consumer
-        if kb is None:
-            return "not measured"
-        return f"{kb:.1f} KB" + ("" if cold is None else f" ({cold:.1f} KB over a cold server)")
+        kb = w.rss_growth_kb_per_consumer
+        return "not measured" if kb is None else f"{kb:.1f} KB"
 
     kb = waits.rss_growth_kb_per_consumer
     head = f"| {waits.consumers:,} waiting consumers | figure |"
