@@ -260,6 +260,9 @@ def run(messages: int, calls: int) -> DeepResult:
             sqs = sqs_client(again.url)
             taken, returned = _measure(sqs, urls, calls)
             stored = _stored(sqs, urls["deep"])
+            print(f"  before the purge: stop {stop_s} s, restart {restart_s} s; p50 ms: "
+                  + ", ".join(f"{name} {_p50_ms(samples)}" for name, samples in taken.items())
+                  + f"; {stored:,} kept; purging", flush=True)
             purged = _purge(sqs, urls["deep"], max(PURGE_GONE_S * 5, messages / 500))
             sigterm(again)
         finally:
