@@ -400,8 +400,8 @@ class ShardCounters:
         removes stale ones."""
         if len(self._known) >= _KNOWN_SHARDS and (table, pk) not in self._known:
             self._known.clear()
-        names = {n for n in (old or {}) if hidden_counts.minute_of(n) is not None
-                 or hidden_counts.hint_of(n) is not None or shard_load.slot_of(n) is not None}
+        names = {n for n in (old or {}) if hidden_counts.attribute_minute(n) is not None
+                 or shard_load.slot_of(n) is not None}
         self._known[(table, pk)] = (names | set(written)) - set(removed)
 
     def _mark_new(self, table: str, pk: str) -> None:

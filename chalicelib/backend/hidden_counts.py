@@ -96,6 +96,12 @@ def hint_of(name: str) -> int | None:
     return None
 
 
+def attribute_minute(name: str) -> int | None:
+    """The minute of a bucket's or a second hint's attribute name; None for any other."""
+    minute = minute_of(name)
+    return minute if minute is not None else hint_of(name)
+
+
 def hidden_seconds(new: Mapping[str, Any] | None, now_ms: int) -> dict[str, frozenset[int]]:
     """The second hint a record's new image adds at `now_ms`: its `visible_at`'s second
     when it is still hidden then (the minute's last second when that is past the next
@@ -132,8 +138,7 @@ def stale(names: Iterable[str], now_ms: int) -> list[str]:
     """The buckets and second hints among `names` that no count reads any more."""
     oldest = now_ms // BUCKET_MS - KEPT_MINUTES
     return sorted(n for n in names
-                  if (minute := minute_of(n) if n[:1] != HINT else hint_of(n)) is not None
-                  and minute < oldest)
+                  if (minute := attribute_minute(n)) is not None and minute < oldest)
 
 
 @dataclass(frozen=True)
