@@ -47,6 +47,7 @@ from chalicelib.service.fairness import Fairness
 from chalicelib.service.identity import Identities
 from chalicelib.service.messages import MessageService
 from chalicelib.service.move_tasks import MoveTaskService
+from chalicelib.service.purged_counts import PurgedCounts
 from chalicelib.service.purges import PurgeService
 from chalicelib.service.queues import QueueService
 from chalicelib.service.receipts import ReceiptCodec
@@ -261,8 +262,10 @@ class Runtime:
                               settings.account_max_queues,
                               round(settings.metadata_cache_seconds * 1000) + 1000)
         holder.append(queues)
+        purge_records = PurgeRepository(clients.dynamodb, settings.control_table)
+        messages.purged = PurgedCounts(purge_records)
         queues.purges = PurgeService(
-            PurgeRepository(clients.dynamodb, settings.control_table),
+            purge_records,
             lambda queue_id: repo.get(queue_id, fresh=True), stores,
             {cluster: DynamoFifoStore(store) for cluster, store in dynamo_stores.items()},
             self._clock)

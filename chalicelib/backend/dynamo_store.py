@@ -410,32 +410,37 @@ class DynamoMessageStore:
         return deleted
 
     def remove_sent_before(self, queue_id: str, shard: int, before_ms: int | None,
-                           start: str | None, max_items: int) -> tuple[int, str | None]:
+                           start: str | None, max_items: int,
+                           now_ms: int) -> tuple[Counts, str | None]:
         """One bounded step of a purge's removal: read the shard's messages from `start`
         (a key this returned, None: the beginning) page by page, up to about `max_items`,
         and delete, 25 keys to a BatchWriteItem, those sent before `before_ms` (None:
-        all). Return how many were deleted and where the next step starts (None: done).
-        Deleting what is gone already is harmless, so a step may be run again."""
+        all). Return how many were deleted, by the count each weighed in at `now_ms`, and
+        where the next step starts (None: done). Deleting what is gone already is
+        harmless, so a step may be run again."""
         values: dict[str, Any] = {":pk": {"S": items.partition_key(queue_id, shard)}}
-        read = removed = 0
+        read = 0
+        removed = Counts()
         key = json.loads(start) if start else None
         while read < max_items:
             request: dict[str, Any] = {
                 "TableName": self.table, "IndexName": VISIBLE_INDEX,
                 "KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": values,
-                "ProjectionExpression": "pk, sk, sent_ms", "Limit": min(1000, max_items)}
+                "ProjectionExpression": f"pk, sk, sent_ms, {items.WEIGHT_PROJECTION}",
+                "Limit": min(1000, max_items)}
             if key:
                 request["ExclusiveStartKey"] = key
             with translate_errors():
                 page = self._db.query(**request)
             found = page.get("Items", [])
             read += len(found)
-            keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}} for i in found
-                    if items.sent_by(i, before_ms)]
+            gone = [i for i in found if items.sent_by(i, before_ms)]
+            keys = [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}} for i in gone]
             left = self._batch_write(keys) if keys else []
             if left:
                 raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
-            removed += len(keys)
+            for item in gone:
+                removed += items.weight_at(item, now_ms)
             key = page.get("LastEvaluatedKey")
             if not key:
                 return removed, None

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.domain.messages import AttributeValue, Candidate, Message
+from chalicelib.domain.lanes import LANE_BASE
+from chalicelib.domain.messages import AttributeValue, Candidate, Counts, Message
 
 Item = dict[str, Any]
 
@@ -202,6 +203,19 @@ def shard_of(item: Item) -> int:
 def sent_by(item: Item, before_ms: int | None) -> bool:
     """Whether an item was sent by `before_ms` (None: any time): what a purge removes."""
     return before_ms is None or _n(item, "sent_ms") <= before_ms
+
+
+# What `weight_at` reads of a standard message item.
+WEIGHT_PROJECTION = "visible_at, rc"
+
+
+def weight_at(item: Item, now_ms: int) -> Counts:
+    """The count a standard message item weighs in at `now_ms` (visible, in flight once
+    received, delayed before that), as the shard counts weigh it."""
+    visible_at = _n(item, "visible_at")
+    if visible_at <= now_ms or visible_at >= LANE_BASE:  # a noisy lane waits visible
+        return Counts(visible=1)
+    return Counts(in_flight=1) if _n(item, "rc") > 0 else Counts(delayed=1)
 
 
 def to_candidate(item: Item) -> Candidate:

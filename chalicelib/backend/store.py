@@ -144,10 +144,12 @@ class MessageStore(Protocol):
         ...
 
     def remove_sent_before(self, queue_id: str, shard: int, before_ms: int | None,
-                           start: str | None, max_items: int) -> tuple[int, str | None]:
+                           start: str | None, max_items: int,
+                           now_ms: int) -> tuple[Counts, str | None]:
         """One bounded step of a purge's removal: from `start` (None: the beginning), read
         about `max_items` messages and delete those sent before `before_ms` (None: all);
-        return how many went and where the next step starts (None: the shard is done)."""
+        return how many went, by the count each weighed in at `now_ms`, and where the
+        next step starts (None: the shard is done)."""
         ...
 
     def read_messages(self, queue_id: str, shard: int, message_ids: Sequence[str]) -> list[Message]:

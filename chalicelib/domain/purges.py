@@ -11,8 +11,10 @@ after a crash or restart.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+
+from chalicelib.domain.messages import Counts
 
 
 class PurgeKind(StrEnum):
@@ -43,7 +45,15 @@ class PendingPurge:
     kind: PurgeKind
     fifo: bool
     shards: tuple[ShardProgress, ...]
-    removed: int = 0
+    # The queue's counts at the cutoff, as its stores held them, and what the removal
+    # took of them so far (each message by the count it weighed in when removed).
+    present: Counts = field(default_factory=Counts)
+    taken: Counts = field(default_factory=Counts)
+
+    @property
+    def removed(self) -> int:
+        """How many messages the removal took so far."""
+        return _total(self.taken)
 
     @property
     def purge_id(self) -> str:
@@ -55,11 +65,41 @@ class PendingPurge:
         """Every shard was read to its end."""
         return all(s.done for s in self.shards)
 
-    def with_step(self, shard: int, start: str | None, removed: int) -> PendingPurge:
-        """The purge after a step of one shard that ended at `start` (None: its end)."""
+    def counts_after(self, stored: Counts) -> Counts:
+        """What of the `stored` counts (as the stores hold them now) is not purged: each
+        count less the messages it held at the cutoff that the removal has not taken
+        yet, never below zero. Once the purge is finished the stored counts stand alone.
+
+        A message may move between counts from the cutoff to its removal (one in flight
+        turns visible and is taken as visible), so what is left of each count is capped,
+        in proportion, by what is left in all: the messages of the cutoff the removal has
+        not taken yet. Approximate while the removal runs, as every count is: high by the
+        removals the stream has not counted yet, low by a message of the cutoff that went
+        some other way meanwhile: one received before the purge and deleted by its
+        consumer, or met by a receive once its visibility timeout ran out (a receive drops
+        the purged messages it meets). Those were in flight at the cutoff, so only the
+        in-flight count can show low, by at most what was in flight then, and only until
+        the removal has finished."""
+        left = [max(0, at_cutoff - taken) for at_cutoff, taken in (
+            (self.present.visible, self.taken.visible),
+            (self.present.in_flight, self.taken.in_flight),
+            (self.present.delayed, self.taken.delayed))]
+        total_left = max(0, _total(self.present) - _total(self.taken))
+        if sum(left) > total_left:
+            left = [n * total_left // sum(left) for n in left]
+        return Counts(max(0, stored.visible - left[0]), max(0, stored.in_flight - left[1]),
+                      max(0, stored.delayed - left[2]))
+
+    def with_step(self, shard: int, start: str | None, removed: Counts) -> PendingPurge:
+        """The purge after a step of one shard that ended at `start` (None: its end) and
+        removed `removed`."""
         shards = tuple(replace(s, start=start, done=start is None) if s.shard == shard else s
                        for s in self.shards)
-        return replace(self, shards=shards, removed=self.removed + removed)
+        return replace(self, shards=shards, taken=self.taken + removed)
+
+
+def _total(counts: Counts) -> int:
+    return counts.visible + counts.in_flight + counts.delayed
 
 
 def shards_to_json(shards: tuple[ShardProgress, ...]) -> str:

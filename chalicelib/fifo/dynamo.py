@@ -298,22 +298,26 @@ class DynamoFifoStore(FifoClaims):
         return deleted
 
     def remove_sent_before(self, queue_id: str, shard: int, before_ms: int | None,
-                           start: str | None, max_items: int) -> tuple[int, str | None]:
+                           start: str | None, max_items: int,
+                           now_ms: int) -> tuple[Counts, str | None]:
         """One bounded step of a purge's removal: the shard's messages sent by `before_ms`
         go, in BatchWriteItems of 25; with None (a deleted queue) every message and then
         every group item goes. Dedup items stay, as they do in a purge. A group item whose
         messages are gone is dropped by the next receive that reads it. Return how many
-        messages went and where the next step starts (None: done)."""
+        messages went (delayed while their delay runs at `now_ms`, else visible: what is
+        in flight weighs on the group items) and where the next step starts (None:
+        done)."""
         prefixes = [fifo.MESSAGE_PREFIX] + ([fifo.GROUP_PREFIX] if before_ms is None else [])
         at: dict[str, Any] = json.loads(start) if start else {"p": 0, "k": None}
         step, key = int(at["p"]), at["k"]
         pk = items.partition_key(queue_id, shard)
-        read = removed = 0
+        read = 0
+        removed = Counts()
         while read < max_items:
             if step >= len(prefixes):
                 return removed, None
             request: dict[str, Any] = {
-                "TableName": self.table, "ProjectionExpression": "pk, sk, sent_ms",
+                "TableName": self.table, "ProjectionExpression": "pk, sk, sent_ms, va",
                 "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
                 "ExpressionAttributeValues": {":pk": s_attr(pk), ":p": s_attr(prefixes[step])},
                 "Limit": min(1000, max_items)}
@@ -329,7 +333,10 @@ class DynamoFifoStore(FifoClaims):
             if left:
                 raise StoreThrottledError(f"{len(left)} deletes left unprocessed")
             if step == 0:
-                removed += len(keys)
+                delayed = sum(1 for i in found
+                              if items.sent_by(i, before_ms)
+                              and int(i.get("va", {}).get("N", "0")) > now_ms)
+                removed += Counts(visible=len(keys) - delayed, delayed=delayed)
             key = page.get("LastEvaluatedKey")
             if not key:
                 step, key = step + 1, None

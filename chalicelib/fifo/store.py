@@ -133,7 +133,8 @@ class FifoStore(Protocol):
         ...
 
     def remove_sent_before(self, queue_id: str, shard: int, before_ms: int | None,
-                           start: str | None, max_items: int) -> tuple[int, str | None]:
+                           start: str | None, max_items: int,
+                           now_ms: int) -> tuple[Counts, str | None]:
         """One bounded step of a purge's removal (`MessageStore.remove_sent_before`); with
         `before_ms` None the shard's group items go too."""
         ...

@@ -55,7 +55,8 @@ def read(services: Services, region: str, now_ms: int, workers: int = WORKERS,
     process)."""
     queues = services.queues.all_queues()
     targets = dead_letter_arns(queues)
-    counted = (bulk_counts.counts_of(queues, stores, now_ms, services.messages.counts)
+    counted = (bulk_counts.counts_of(queues, stores, now_ms, services.messages.counts,
+                                     services.messages.purged)
                if stores is not None else None)
 
     def gauges(queue: QueueRecord) -> QueueGauges:

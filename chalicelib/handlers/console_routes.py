@@ -23,7 +23,7 @@ console = web.Console(
     limits=lambda: runtime.sign_in_limits,
     bulk_counts=lambda services, queues: bulk_counts.counts_of(
         queues, runtime.backend(services.region).stores, runtime.clock.now_ms(),
-        services.messages.counts),
+        services.messages.counts, services.messages.purged),
 )
 # The usage meter counts each request into the console's throughput plots too.
 runtime.listen_to_usage(console.count_request)

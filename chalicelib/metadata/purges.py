@@ -1,7 +1,8 @@
 """Pending purges in the control table (`domain.purges`), so that a removal outlives any
 process. Two kinds of item, none read by a scan:
 - `purge#<queue id>#<cutoff>`: one purge or deletion (queue, cutoff, kind, each shard's
-  progress, how many messages it removed so far);
+  progress, the queue's counts at the cutoff, and how many messages it removed so far,
+  by count);
 - `purges#pending`: the string set `ids` of the purges still to run.
 
 Recording a purge is one transaction over both; so is finishing one.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.domain.messages import Counts
 from chalicelib.domain.purges import PendingPurge, PurgeKind, shards_from_json, shards_to_json
 from chalicelib.dynamo_batches import get_all, transact_write
 from chalicelib.dynamo_errors import translate_errors
@@ -34,7 +36,17 @@ def _to_item(purge: PendingPurge) -> dict[str, Any]:
         "fifo": {"BOOL": purge.fifo},
         "shards": {"S": shards_to_json(purge.shards)},
         "removed": {"N": str(purge.removed)},
+        "rv": {"N": str(purge.taken.visible)},
+        "rf": {"N": str(purge.taken.in_flight)},
+        "rd": {"N": str(purge.taken.delayed)},
+        "pv": {"N": str(purge.present.visible)},
+        "pf": {"N": str(purge.present.in_flight)},
+        "pd": {"N": str(purge.present.delayed)},
     }
+
+
+def _number(item: dict[str, Any], name: str) -> int:
+    return int(item.get(name, {}).get("N", "0"))
 
 
 def _from_item(item: dict[str, Any]) -> PendingPurge:
@@ -42,7 +54,10 @@ def _from_item(item: dict[str, Any]) -> PendingPurge:
         queue_id=str(item["queue_id"]["S"]), cutoff_ms=int(item["cutoff"]["N"]),
         kind=PurgeKind(str(item["kind"]["S"])), fifo=bool(item["fifo"]["BOOL"]),
         shards=shards_from_json(str(item["shards"]["S"])),
-        removed=int(item.get("removed", {}).get("N", "0")),
+        # A purge saved by a version that kept only a total: all it took counts as visible.
+        taken=Counts(_number(item, "rv" if "rv" in item else "removed"),
+                     _number(item, "rf"), _number(item, "rd")),
+        present=Counts(_number(item, "pv"), _number(item, "pf"), _number(item, "pd")),
     )
 
 
@@ -76,6 +91,14 @@ class PurgeRepository:
         if missing:  # listed but never written (nothing to run): unlist them
             self._unlist(sorted(missing))
         return sorted(found, key=lambda p: (p.cutoff_ms, p.queue_id))
+
+    def get_many(self, purge_ids: list[str]) -> dict[str, PendingPurge]:
+        """The purges of these ids still pending, by id: one consistent BatchGetItem a
+        hundred ids (a purge is written before its queue is marked, so a queue's mark
+        always finds its purge or finds it finished)."""
+        found = get_all(self._db, self._table, [_key(i) for i in purge_ids]) \
+            if purge_ids else []
+        return {p.purge_id: p for p in map(_from_item, found)}
 
     def save(self, purge: PendingPurge) -> None:
         """Keep a purge's progress."""

@@ -16,6 +16,7 @@ from chalicelib.clusters.stores import ActiveShards, ClusterStores
 from chalicelib.domain.messages import Counts
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.fifo.service import is_fifo
+from chalicelib.service.purged_counts import PurgedCounts
 
 
 @runtime_checkable
@@ -29,9 +30,11 @@ class CountsMany(Protocol):
 
 
 def counts_of(queues: Iterable[QueueRecord], stores: ClusterStores, now_ms: int,
-              one: Callable[[QueueRecord], Counts]) -> dict[str, Counts]:
-    """Each queue's counts over its shards, by queue id. A queue on a store that cannot
-    count in bulk is counted by `one` (the message service's count)."""
+              one: Callable[[QueueRecord], Counts],
+              purged: PurgedCounts | None = None) -> dict[str, Counts]:
+    """Each queue's counts over its shards, by queue id, less what pending purges took
+    (`purged`, as the message service's count does). A queue on a store that cannot count
+    in bulk is counted by `one` (the message service's count)."""
     queues = list(queues)
     groups: dict[tuple[str, bool], list[tuple[str, int]]] = {}
     alone: list[QueueRecord] = []
@@ -55,6 +58,8 @@ def counts_of(queues: Iterable[QueueRecord], stores: ClusterStores, now_ms: int,
             pairs = [pair for pair in pairs if pair in held]
         for (queue_id, _), counts in store.count_many(pairs, now_ms, fifo).items():
             totals[queue_id] = totals[queue_id] + counts
+    if purged is not None:
+        totals = purged.of_many(queues, totals)
     for queue in alone:
         totals[queue.queue_id] = one(queue)
     return totals

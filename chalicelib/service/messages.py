@@ -59,6 +59,7 @@ from chalicelib.service.message_kinds import (
     SendRequest,
     SyncReplicate,
 )
+from chalicelib.service.purged_counts import PurgedCounts
 from chalicelib.service.receipts import ReceiptCodec
 from chalicelib.service.request_dedup import SendCall
 from chalicelib.service.standard_messages import StandardMessages
@@ -112,6 +113,8 @@ class MessageService:
         # reader (the local server), this waits until what was written before the call
         # is counted; elsewhere (Lambda) it does nothing and counts trail by the stream.
         self.catch_up_counts: Callable[[], None] = _nothing
+        # Counts less what pending purges took (None: counts are the stored ones).
+        self.purged: PurgedCounts | None = None
 
     @property
     def fairness(self) -> Fairness:
@@ -390,8 +393,14 @@ class MessageService:
         return self._open(queue, self._kind(queue).peek(queue, limit))
 
     def counts(self, queue: QueueRecord, fresh: bool = False) -> Counts:
-        """Approximate counts over every shard. `fresh`: first let the counts take in
-        what the stream holds, where this process can (the local server)."""
+        """Approximate counts over every shard, less what a pending purge took
+        (`service.purged_counts`). `fresh`: first let the counts take in what the stream
+        holds, where this process can (the local server)."""
+        stored = self.stored_counts(queue, fresh)
+        return self.purged.of(queue, stored) if self.purged is not None else stored
+
+    def stored_counts(self, queue: QueueRecord, fresh: bool = False) -> Counts:
+        """The counts as the stores hold them, purged messages not yet removed included."""
         if fresh:
             self.catch_up_counts()
         return self._kind(queue).counts(queue)

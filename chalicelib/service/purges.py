@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 
 from chalicelib.clock import Clock
 from chalicelib.clusters.stores import ClusterStores
+from chalicelib.domain.messages import Counts
 from chalicelib.domain.purges import PendingPurge, PurgeKind, ShardProgress
 from chalicelib.domain.queues import QueueRecord, QueueStatus
 from chalicelib.fifo.store import FifoStore
@@ -51,14 +52,16 @@ class PurgeService:
         self._dirty = True  # something may be pending: read the table at the next run
         self._checked_at = float("-inf")
 
-    def record(self, queue: QueueRecord, cutoff_ms: int, kind: PurgeKind) -> None:
-        """Record the removal of `queue`'s messages sent before `cutoff_ms`: one
-        transaction on the control table, whatever the backlog. Written before the queue's
-        record is marked: a purge whose mark failed is found void and dropped."""
+    def record(self, queue: QueueRecord, cutoff_ms: int, kind: PurgeKind,
+               present: Counts) -> None:
+        """Record the removal of `queue`'s messages sent before `cutoff_ms`, with the
+        queue's stored counts at the cutoff (`present`): one transaction on the control
+        table, whatever the backlog. Written before the queue's record is marked: a purge
+        whose mark failed is found void and dropped."""
         current = self._records(queue.queue_id) or queue  # its shard map as it stands
         self._repo.add(PendingPurge(
             queue_id=queue.queue_id, cutoff_ms=cutoff_ms, kind=kind,
-            fifo=queue.name.endswith(".fifo"),
+            fifo=queue.name.endswith(".fifo"), present=present,
             shards=tuple(ShardProgress(s.id, s.cluster) for s in current.shards)))
         with self._lock:
             self._dirty = True
@@ -109,7 +112,7 @@ class PurgeService:
                 gone, start = self._step(purge, progress, before)
                 purge = purge.with_step(shard, start, gone)
                 self._repo.save(purge)
-                removed += gone
+                removed += gone.visible + gone.in_flight + gone.delayed
                 progress = next(s for s in purge.shards if s.shard == shard)
         self._repo.finish(purge)
         logger.info("purge %s done: %d messages removed", purge.purge_id, purge.removed)
@@ -129,10 +132,11 @@ class PurgeService:
         return True, purge.cutoff_ms
 
     def _step(self, purge: PendingPurge, progress: ShardProgress,
-              before: int | None) -> tuple[int, str | None]:
+              before: int | None) -> tuple[Counts, str | None]:
+        now = self._clock.now_ms()
         if purge.fifo:
             fifo = self._fifo_stores[progress.cluster]
             return fifo.remove_sent_before(purge.queue_id, progress.shard, before,
-                                           progress.start, STEP_ITEMS)
+                                           progress.start, STEP_ITEMS, now)
         return self._stores.of(progress.cluster).remove_sent_before(
-            purge.queue_id, progress.shard, before, progress.start, STEP_ITEMS)
+            purge.queue_id, progress.shard, before, progress.start, STEP_ITEMS, now)

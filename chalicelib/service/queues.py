@@ -150,7 +150,8 @@ class QueueService(QueueChanges):
         (`service.purges`), or here when no purge service is wired."""
         now = self._clock.now_ms()
         if self.purges is not None:
-            self.purges.record(queue, now, PurgeKind.DELETE)
+            self.purges.record(queue, now, PurgeKind.DELETE,
+                               self._messages.stored_counts(queue, fresh=True))
         deleted = self._update(queue, lambda q: q.with_changes(
             status=QueueStatus.DELETED, deleted_ms=now, purged_ms=now, modified_ms=now),
             count=-1)
@@ -175,7 +176,8 @@ class QueueService(QueueChanges):
             self._messages.purge(self._update(queue, purged))
             return
         purged(queue)  # refused before anything is recorded, when the record says so
-        self.purges.record(queue, now, PurgeKind.PURGE)
+        self.purges.record(queue, now, PurgeKind.PURGE,
+                           self._messages.stored_counts(queue, fresh=True))
         self._update(queue, purged)
         self._past(now)
 

@@ -3,7 +3,8 @@ WHEN PurgeQueue or DeleteQueue is called
 THEN the request marks the queue and records a pending purge, with no request per message;
 no message sent before the purge is received from then on, messages sent after it are;
 and the background removal (the `remove_purged_messages` schedule) deletes the stored
-messages in bounded, resumable steps, after which the counts are back to what is left."""
+messages in bounded, resumable steps. The counts drop at the purge, not as the removal
+goes, and show what is left throughout."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from app import runtime
 from chalicelib.aws import Clients
+from chalicelib.frontend import queue_metrics
 from chalicelib.service import purges as purge_service
 from chalicelib.settings import Settings
 from tests.clocks import FakeClock
@@ -23,7 +25,8 @@ from tests.purges import remove_purged
 COUNTS = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
           "ApproximateNumberOfMessagesDelayed"]
 # What a purge or a delete may ask of DynamoDB through boto3 (the queue record goes
-# through PynamoDB): the pending purge, recorded in one transaction. Nothing per message.
+# through PynamoDB): the queue's counts (its shards' count items, one BatchGetItem) and
+# the pending purge, recorded in one transaction. Nothing per message.
 PER_MESSAGE = {"BatchWriteItem", "DeleteItem", "Query", "Scan", "TransactWriteItems"}
 
 
@@ -106,6 +109,7 @@ def test_the_request_costs_the_same_whatever_the_backlog(sqs: Any, action: str) 
     for name, size in (("small", 20), ("large", 400)):
         url = sqs.create_queue(QueueName=name)["QueueUrl"]
         _fill(sqs, url, size, in_flight=5, delayed=5)
+        assert sum(_counts(sqs, url)) == size + 10  # the stream's records are counted
         # WHEN it is purged (or deleted)
         if action == "purge":
             used.append(_counted(lambda url=url: sqs.purge_queue(QueueUrl=url)))
@@ -117,6 +121,7 @@ def test_the_request_costs_the_same_whatever_the_backlog(sqs: Any, action: str) 
     assert sum(large.values()) <= 3, large
     assert not PER_MESSAGE & (set(large) - {"TransactWriteItems"}), large
     assert large.get("TransactWriteItems", 0) == 1, large  # the pending purge, recorded
+    assert large.get("BatchGetItem", 0) == 1, large  # the counts it keeps
 
 
 def test_no_message_sent_before_the_purge_is_received_after_it(
@@ -157,6 +162,80 @@ def test_the_background_removal_empties_the_store_and_the_counts(
     assert _counts(sqs, url) == (1, 0, 1)
     assert _pending(aws, settings) == []
     assert _drain(sqs, url) == ["kept-1"]
+
+
+def test_the_counts_drop_at_the_purge_whatever_the_removal_has_done(
+        sqs: Any, clock: FakeClock, aws: Clients, settings: Settings,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a queue of 120 visible, 10 in-flight and 10 delayed messages
+    url = sqs.create_queue(QueueName="dropped")["QueueUrl"]
+    _fill(sqs, url, 120, in_flight=10, delayed=10)
+    # WHEN it is purged and two messages sent after, one of them delayed
+    sqs.purge_queue(QueueUrl=url)
+    clock.advance(0.001)
+    sqs.send_message(QueueUrl=url, MessageBody="kept-1")
+    sqs.send_message(QueueUrl=url, MessageBody="kept-2", DelaySeconds=60)
+    # THEN the counts show only those two at once, before the removal took anything,
+    assert _stored(aws, settings, "dropped") == 142
+    assert _counts(sqs, url) == (1, 0, 1)
+    # in a new process too (the purge is read from the control table),
+    _restart(settings, clock)
+    assert _counts(sqs, url) == (1, 0, 1)
+    # part way through the removal (steps of 20, one run),
+    monkeypatch.setattr(purge_service, "STEP_ITEMS", 20)
+    purges = runtime.services_for("us-east-1").queues.purges
+    assert purges is not None
+    assert purges.advance(0) == 20
+    assert _counts(sqs, url) == (1, 0, 1)
+    # and once it is done, as `/metrics` reads every queue's counts as well
+    remove_purged()
+    assert _pending(aws, settings) == []
+    assert _stored(aws, settings, "dropped") == 2
+    assert _counts(sqs, url) == (1, 0, 1)
+    services = runtime.services_for("us-east-1")
+    (gauges,) = queue_metrics.read(services, "us-east-1", clock.now_ms(),
+                                   stores=runtime.backend().stores)
+    assert (gauges.visible, gauges.in_flight, gauges.delayed) == (1, 0, 1)
+
+
+def _kept_and_purged(sqs: Any, clock: FakeClock, names: tuple[str, str],
+                     sizes: tuple[int, int]) -> tuple[str, str]:
+    """A queue kept and one purged (the removal not run), then sent one message."""
+    kept, purged = (sqs.create_queue(QueueName=name)["QueueUrl"] for name in names)
+    _fill(sqs, kept, sizes[0])
+    _fill(sqs, purged, sizes[1])
+    sqs.purge_queue(QueueUrl=purged)
+    clock.advance(0.001)
+    sqs.send_message(QueueUrl=purged, MessageBody="after")
+    return kept, purged
+
+
+def test_the_bulk_counts_drop_at_the_purge_too(sqs: Any, clock: FakeClock) -> None:
+    # GIVEN two queues of 30 messages, one of them purged, then sent one message
+    kept, _ = _kept_and_purged(sqs, clock, ("kept", "purged"), (30, 30))
+    assert _counts(sqs, kept) == (30, 0, 0)  # and the stream's records are counted
+    # WHEN `/metrics` reads every queue's counts at once (the removal not run)
+    services = runtime.services_for("us-east-1")
+    gauges = {g.queue: g.visible for g in queue_metrics.read(
+        services, "us-east-1", clock.now_ms(), stores=runtime.backend().stores)}
+    # THEN the purged queue shows only its later message, the other all of its own
+    assert gauges == {"kept": 30, "purged": 1}
+
+
+def test_a_finished_purge_costs_a_count_no_request(sqs: Any, clock: FakeClock) -> None:
+    # GIVEN a queue never purged and one purged, whose removal finished, one message each
+    never, once = _kept_and_purged(sqs, clock, ("never", "once"), (1, 5))
+    remove_purged()
+    # WHEN each is counted (after a first count: the process learns the purge finished)
+    assert _counts(sqs, never) == _counts(sqs, once) == (1, 0, 0)
+    used = [_counted(lambda url=url: _counts(sqs, url)) for url in (never, once)]
+    # THEN both counts make the same requests: no read of the finished purge
+    assert used[0] == used[1], used
+    # AND while a purge is pending, its count reads the purge once more (one BatchGetItem)
+    clock.advance(61)
+    sqs.purge_queue(QueueUrl=once)
+    pending = _counted(lambda: _counts(sqs, once))
+    assert pending.get("BatchGetItem", 0) == used[0].get("BatchGetItem", 0) + 1, pending
 
 
 def test_the_removal_resumes_where_it_stopped(
@@ -223,7 +302,8 @@ def test_a_queue_made_again_never_sees_the_deleted_ones_messages(
     clock.advance(61)
     again = sqs.create_queue(QueueName="phoenix")["QueueUrl"]
     sqs.send_message(QueueUrl=again, MessageBody="reborn")
-    # THEN only that message is received, before and after the removal
+    # THEN only that message is counted and received, before and after the removal
+    assert _counts(sqs, again) == (1, 0, 0)
     assert _drain(sqs, again) == ["reborn"]
     remove_purged()
     assert _stored(aws, settings, "phoenix") == 1
