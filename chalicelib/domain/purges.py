@@ -66,29 +66,30 @@ class PendingPurge:
         return all(s.done for s in self.shards)
 
     def counts_after(self, stored: Counts) -> Counts:
-        """What of the `stored` counts (as the stores hold them now) is not purged: each
-        count less the messages it held at the cutoff that the removal has not taken
-        yet, never below zero. Once the purge is finished the stored counts stand alone.
+        """What of the `stored` counts (as the stores hold them now) is not purged: the
+        stored counts less the messages of the cutoff the removal has not taken yet.
+        Once the purge is finished the stored counts stand alone.
 
-        A message may move between counts from the cutoff to its removal (one in flight
-        turns visible and is taken as visible), so what is left of each count is capped,
-        in proportion, by what is left in all: the messages of the cutoff the removal has
-        not taken yet. Approximate while the removal runs, as every count is: high by the
-        removals the stream has not counted yet, low by a message of the cutoff that went
-        some other way meanwhile: one received before the purge and deleted by its
-        consumer, or met by a receive once its visibility timeout ran out (a receive drops
-        the purged messages it meets). Those were in flight at the cutoff, so only the
-        in-flight count can show low, by at most what was in flight then, and only until
-        the removal has finished."""
-        left = [max(0, at_cutoff - taken) for at_cutoff, taken in (
-            (self.present.visible, self.taken.visible),
-            (self.present.in_flight, self.taken.in_flight),
-            (self.present.delayed, self.taken.delayed))]
-        total_left = max(0, _total(self.present) - _total(self.taken))
-        if sum(left) > total_left:
-            left = [n * total_left // sum(left) for n in left]
-        return Counts(max(0, stored.visible - left[0]), max(0, stored.in_flight - left[1]),
-                      max(0, stored.delayed - left[2]))
+        How many are left in all is known (kept at the cutoff, less what the removal
+        took), but not in which count: a message of the cutoff can only turn visible
+        (its delay or visibility timeout runs out; a receive never claims it again). So
+        the in-flight and delayed counts lose at most what each had left of the cutoff,
+        and the visible count the rest, none below zero.
+
+        Approximate while the removal runs, as every count is: high by the removals the
+        stream has not counted yet; where a message of the cutoff turned visible and one
+        sent after it is hidden, one count shows it high and the other low; and low by a
+        message of the cutoff that went some other way (one received before the purge
+        and deleted by its consumer, or met by a receive after its timeout: a receive
+        drops the purged messages it meets), which the removal never takes."""
+        left = max(0, _total(self.present) - _total(self.taken))
+        in_flight = min(max(0, self.present.in_flight - self.taken.in_flight),
+                        stored.in_flight, left)
+        delayed = min(max(0, self.present.delayed - self.taken.delayed), stored.delayed,
+                      left - in_flight)
+        visible = min(stored.visible, left - in_flight - delayed)
+        return Counts(stored.visible - visible, stored.in_flight - in_flight,
+                      stored.delayed - delayed)
 
     def with_step(self, shard: int, start: str | None, removed: Counts) -> PendingPurge:
         """The purge after a step of one shard that ended at `start` (None: its end) and

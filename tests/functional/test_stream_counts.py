@@ -19,6 +19,7 @@ from chalicelib.clusters.shard_load import SLOT_MS
 from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.regions.replica import SEQ, TOMB
 from tests.clocks import FakeClock
+from tests.purges import remove_purged
 
 CONTROL_TABLE = "dmq-control"
 TABLE = "dmq-messages"
@@ -309,6 +310,10 @@ def _step(sqs: Any, url: str, rng: random.Random, handles: list[str], clock: Fak
     elif action == "purge" and rng.random() < 0.2:
         sqs.purge_queue(QueueUrl=url)
         handles.clear()
+        # The purged messages leave the table, as the local server's timer removes them
+        # within seconds (the counts of a purge still being removed are approximate:
+        # tests/functional/test_purge_in_background.py).
+        remove_purged()
         clock.advance(61)  # SQS allows one purge a minute
 
 

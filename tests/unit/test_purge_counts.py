@@ -58,3 +58,9 @@ def test_a_message_that_moved_between_counts_is_not_taken_off_twice() -> None:
     # half of them moved and were taken; the other half are still in flight
     half = replace(purge, taken=Counts(visible=2_995))
     assert half.counts_after(Counts(in_flight=5 + 1)) == Counts(in_flight=1)
+
+
+def test_a_delayed_message_of_the_cutoff_that_turned_visible_is_still_taken_off() -> None:
+    # nothing removed yet; one of the 10 delayed at the cutoff is visible now
+    stored = Counts(visible=121, in_flight=10, delayed=9)
+    assert _purge().counts_after(stored) == Counts()
