@@ -185,6 +185,11 @@ class Counts:
     in_flight: int = 0
     delayed: int = 0
 
+    @property
+    def total(self) -> int:
+        """Every message counted, whatever its state."""
+        return self.visible + self.in_flight + self.delayed
+
     def __add__(self, other: Counts) -> Counts:
         return Counts(
             self.visible + other.visible,

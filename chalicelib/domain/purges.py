@@ -53,7 +53,7 @@ class PendingPurge:
     @property
     def removed(self) -> int:
         """How many messages the removal took so far."""
-        return _total(self.taken)
+        return self.taken.total
 
     @property
     def purge_id(self) -> str:
@@ -82,7 +82,7 @@ class PendingPurge:
         message of the cutoff that went some other way (one received before the purge
         and deleted by its consumer, or met by a receive after its timeout: a receive
         drops the purged messages it meets), which the removal never takes."""
-        left = max(0, _total(self.present) - _total(self.taken))
+        left = max(0, self.present.total - self.taken.total)
         in_flight = min(max(0, self.present.in_flight - self.taken.in_flight),
                         stored.in_flight, left)
         delayed = min(max(0, self.present.delayed - self.taken.delayed), stored.delayed,
@@ -97,10 +97,6 @@ class PendingPurge:
         shards = tuple(replace(s, start=start, done=start is None) if s.shard == shard else s
                        for s in self.shards)
         return replace(self, shards=shards, taken=self.taken + removed)
-
-
-def _total(counts: Counts) -> int:
-    return counts.visible + counts.in_flight + counts.delayed
 
 
 def shards_to_json(shards: tuple[ShardProgress, ...]) -> str:

@@ -62,7 +62,7 @@ def read(services: Services, region: str, now_ms: int, workers: int = WORKERS,
     def gauges(queue: QueueRecord) -> QueueGauges:
         counts = counted[queue.queue_id] if counted is not None else \
             services.messages.counts(queue)
-        held = counts.visible + counts.in_flight + counts.delayed
+        held = counts.total
         heads = services.messages.peek(queue, FIFO_HEADS if is_fifo(queue) else 1) \
             if held or counted is None else []
         oldest = min((m.sent_ms for m in heads), default=None)
@@ -82,4 +82,4 @@ def read(services: Services, region: str, now_ms: int, workers: int = WORKERS,
 
 
 def _holds(counts: Counts) -> bool:
-    return counts.visible + counts.in_flight + counts.delayed > 0
+    return counts.total > 0

@@ -58,8 +58,9 @@ def counts_of(queues: Iterable[QueueRecord], stores: ClusterStores, now_ms: int,
             pairs = [pair for pair in pairs if pair in held]
         for (queue_id, _), counts in store.count_many(pairs, now_ms, fifo).items():
             totals[queue_id] = totals[queue_id] + counts
-    if purged is not None:
-        totals = purged.of_many(queues, totals)
+    if purged is not None:  # `one` takes off the purges of the queues it counts
+        counted = {q.queue_id for q in alone}
+        totals = purged.of_many([q for q in queues if q.queue_id not in counted], totals)
     for queue in alone:
         totals[queue.queue_id] = one(queue)
     return totals

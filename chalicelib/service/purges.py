@@ -112,7 +112,7 @@ class PurgeService:
                 gone, start = self._step(purge, progress, before)
                 purge = purge.with_step(shard, start, gone)
                 self._repo.save(purge)
-                removed += gone.visible + gone.in_flight + gone.delayed
+                removed += gone.total
                 progress = next(s for s in purge.shards if s.shard == shard)
         self._repo.finish(purge)
         logger.info("purge %s done: %d messages removed", purge.purge_id, purge.removed)
