@@ -22,7 +22,9 @@ shows all N. Then:
 - every message still there: visible plus in flight is N (plus what `shallow` holds);
 - then PurgeQueue on `deep`: its answer timed (target: within 1 s), a receive right after
   it (it must find nothing), and the time until the queue's counts show no message
-  (target: within 60 s, as SQS's purge; the removal runs in the background).
+  (target: within 60 s, as SQS's purge; the removal runs in the background), and the
+  time until the store itself holds none of the queue's messages (a Query of one item on
+  the queue's partition in DynamoDB Local, every 2 s; target: within 60 s).
 
     python -m bench.deep_queue [--messages 1000000] [--calls 200] [--json FILE]
 """
@@ -43,6 +45,8 @@ from bench.servers import Server, start_dmq, wait_idle
 from bench.sqs import sqs_client
 from bench.stop_time import fill, sigterm, store_client, store_endpoint
 from bench.timing import percentile
+from chalicelib.backend.items import partition_key
+from chalicelib.settings import Settings
 
 MESSAGES = 1_000_000
 SHALLOW = 1_000
@@ -80,6 +84,7 @@ class DeepResult:
     purge_answer_s: float
     received_after_purge: int  # messages a receive right after the purge returned
     purge_gone_s: float | None  # until the counts showed none (None: not within the wait)
+    purge_removed_s: float | None  # until the store held none of them (None: not in the wait)
 
     def rows(self) -> list[tuple[str, str, str, bool | None]]:
         """(figure, value, target, passed) per figure."""
@@ -112,6 +117,10 @@ class DeepResult:
              "not within the wait" if self.purge_gone_s is None else f"{self.purge_gone_s:.1f} s",
              f"<= {PURGE_GONE_S:g} s",
              self.purge_gone_s is not None and self.purge_gone_s <= PURGE_GONE_S),
+            ("purge to the store holding none of its messages",
+             "not within the wait" if self.purge_removed_s is None
+             else f"{self.purge_removed_s:.1f} s", f"<= {PURGE_GONE_S:g} s",
+             self.purge_removed_s is not None and self.purge_removed_s <= PURGE_GONE_S),
         ]
 
 
@@ -190,9 +199,9 @@ def _load(server: Server, data_dir: Path, messages: int, calls: int,
         if done % 100_000 < 25:
             print(f"  {done:,} of {messages:,} messages written", flush=True)
 
-    filled = fill(dynamodb, "/".join(urls["deep"].rsplit("/", 2)[-2:]), messages,
-                  body_bytes=BODY_BYTES, progress=progress)
-    fill(dynamodb, "/".join(urls["shallow"].rsplit("/", 2)[-2:]), SHALLOW + RECEIVED * calls,
+    filled = fill(dynamodb, _queue_id(urls["deep"]), messages, body_bytes=BODY_BYTES,
+                  progress=progress)
+    fill(dynamodb, _queue_id(urls["shallow"]), SHALLOW + RECEIVED * calls,
          body_bytes=BODY_BYTES)
     settle_s = wait_idle(server.process.pid, timeout_s=SETTLE_TIMEOUT_S)
     counted = _wait_counted(sqs, urls["deep"], messages, COUNT_TIMEOUT_S)
@@ -227,20 +236,39 @@ def _measure(sqs: Any, urls: dict[str, str], calls: int) -> tuple[dict[str, list
     return taken, returned
 
 
-def _purge(sqs: Any, url: str, wait_s: float) -> tuple[float, int, float | None]:
+def _held(dynamodb: Any, url: str) -> bool:
+    """Whether the store still holds a message of the queue's shard 0 (where `fill` puts
+    them): one Query of at most one key, which costs the same however many remain."""
+    found = dynamodb.query(
+        TableName=Settings().messages_table, Limit=1, ProjectionExpression="pk",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": partition_key(_queue_id(url), 0)}})
+    return bool(found.get("Items"))
+
+
+def _queue_id(url: str) -> str:
+    return "/".join(url.rsplit("/", 2)[-2:])
+
+
+def _purge(sqs: Any, dynamodb: Any, url: str, wait_s: float,
+           ) -> tuple[float, int, float | None, float | None]:
     """PurgeQueue: its answer's seconds, what a receive right after returns, and the
-    seconds until the counts show no message (None: not within `wait_s`)."""
+    seconds until the counts show no message and until the store holds none (None: not
+    within `wait_s`)."""
     started = time.perf_counter()
     sqs.purge_queue(QueueUrl=url)
     answered = time.perf_counter() - started
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=RECEIVED, WaitTimeSeconds=0)
     deadline = time.monotonic() + wait_s
-    while _stored(sqs, url) > 0:
-        if time.monotonic() > deadline:
-            return round(answered, 2), len(got.get("Messages", [])), None
-        time.sleep(0.5)
-    return (round(answered, 2), len(got.get("Messages", [])),
-            round(time.perf_counter() - started, 1))
+    gone: float | None = None
+    removed: float | None = None
+    while (gone is None or removed is None) and time.monotonic() < deadline:
+        if gone is None and _stored(sqs, url) == 0:
+            gone = round(time.perf_counter() - started, 1)
+        if removed is None and not _held(dynamodb, url):
+            removed = round(time.perf_counter() - started, 1)
+        time.sleep(0.5 if gone is None else 2.0)
+    return round(answered, 2), len(got.get("Messages", [])), gone, removed
 
 
 def run(messages: int, calls: int) -> DeepResult:
@@ -263,7 +291,8 @@ def run(messages: int, calls: int) -> DeepResult:
             print(f"  before the purge: stop {stop_s} s, restart {restart_s} s; p50 ms: "
                   + ", ".join(f"{name} {_p50_ms(samples)}" for name, samples in taken.items())
                   + f"; {stored:,} kept; purging", flush=True)
-            purged = _purge(sqs, urls["deep"], max(PURGE_GONE_S * 5, messages / 500))
+            dynamodb = store_client(store_endpoint(again.process.pid), data_dir)
+            purged = _purge(sqs, dynamodb, urls["deep"], max(PURGE_GONE_S * 5, messages / 500))
             sigterm(again)
         finally:
             again.stop()
@@ -278,7 +307,7 @@ def run(messages: int, calls: int) -> DeepResult:
         attributes_p50_ms=_p50_ms(taken["attributes deep"]),
         attributes_empty_p50_ms=_p50_ms(taken["attributes empty"]),
         stored_after=stored, returned=returned, purge_answer_s=purged[0],
-        received_after_purge=purged[1], purge_gone_s=purged[2])
+        received_after_purge=purged[1], purge_gone_s=purged[2], purge_removed_s=purged[3])
 
 
 def main(argv: Sequence[str] | None = None) -> DeepResult:
