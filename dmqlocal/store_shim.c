@@ -1,4 +1,4 @@
-/* Loaded into DynamoDB Local only (LD_PRELOAD). Three jobs:
+/* Loaded into DynamoDB Local only (LD_PRELOAD). Four jobs:
  *
  * 1. Loopback only. DynamoDB Local has no option for its bind address and listens on
  *    every interface. Here bind() turns a wildcard address into loopback (0.0.0.0 into
@@ -24,9 +24,24 @@
  *    (an existing file) and right after DynamoDB Local creates `us` (a new one), the
  *    index below is created if it is missing. SQLite keeps it up to date on every
  *    insert and trim; DynamoDB Local's own statements do not change. Any failure here
- *    leaves DynamoDB Local as it was, only slower. */
+ *    leaves DynamoDB Local as it was, only slower.
+ *
+ * 4. Scans in key order without sorting. A Scan pages through a table in the order of
+ *    (hashValue, rangeKey), the hash of the partition key and the sort key, but the only
+ *    index on hashValue holds it alone, so each page sorted all the rows of a partition
+ *    (a queue shard of a million messages: seconds a page, a full export hours), and a
+ *    page after the first selects its rows with `hashValue > ? OR (hashValue = ? AND
+ *    rangeKey > ?)`, which SQLite 3.8.7 cannot seek with. sqlite4java's sqlite3_prepare16_v2
+ *    is wrapped: for DynamoDB Local's Scan of a table with a sort key (those two exact
+ *    statements, no segments) the table gets the index `dmq_scan:<table>` on (hashValue,
+ *    rangeKey) if it lacks it, and a later page's statement is prepared as the union of
+ *    the rest of the start's partition and the partitions after it, each a seek on that
+ *    index ordered by it and cut at the page's limit: the same rows in the same order,
+ *    at a cost that follows the page, not the table. Anything unexpected (another
+ *    statement, a failed prepare of the new one) prepares DynamoDB Local's own. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,4 +164,104 @@ int sqlite3_step(sqlite3_stmt *statement) {
             index_stream_records(real_db_handle(statement));
     }
     return result;
+}
+
+/* Job 4. The two statements DynamoDB Local prepares for a Scan of a table with a sort
+ * key, around its name: the first page's, and a later page's (from its start key). */
+typedef int (*prepare_fn)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
+typedef int (*prepare16_fn)(sqlite3 *, const void *, int, sqlite3_stmt **, const void **);
+
+static const char SCAN_HEAD[] =
+    "SELECT ObjectJSON FROM (SELECT ObjectJSON, hashKey, rangeKey FROM (SELECT hashValue, "
+    "ObjectJSON, hashKey, rangeKey FROM \"";
+static const char SCAN_FIRST_TAIL[] =
+    "\"  ORDER BY hashValue , rangeKey) WHERE hashKey IS NOT NULL AND rangeKey IS NOT NULL"
+    " )  LIMIT ?;";
+static const char SCAN_AFTER_TAIL[] =
+    "\"  ORDER BY hashValue , rangeKey) WHERE hashKey IS NOT NULL AND rangeKey IS NOT NULL"
+    "  AND (hashValue > ? OR (hashValue = ? AND rangeKey > ?) ))  LIMIT ?;";
+#define DMQ_TABLE_NAME_MAX 255 /* DynamoDB's limit */
+
+/* The table a Scan statement names, copied to `table`; 0: not such a statement. *after
+ * says whether it is a later page's. */
+static int scanned_table(const char *sql, int length, char *table, int *after) {
+    size_t head = sizeof SCAN_HEAD - 1;
+    size_t size = length < 0 ? strlen(sql) : (size_t)length;
+    if (size <= head || strncmp(sql, SCAN_HEAD, head) != 0) return 0;
+    const char *name = sql + head;
+    const char *end = memchr(name, '"', size - head);
+    if (!end || end == name || end - name > DMQ_TABLE_NAME_MAX) return 0;
+    size_t rest = size - (size_t)(end - sql);
+    if (rest == sizeof SCAN_FIRST_TAIL - 1 && memcmp(end, SCAN_FIRST_TAIL, rest) == 0)
+        *after = 0;
+    else if (rest == sizeof SCAN_AFTER_TAIL - 1 && memcmp(end, SCAN_AFTER_TAIL, rest) == 0)
+        *after = 1;
+    else
+        return 0;
+    memcpy(table, name, (size_t)(end - name));
+    table[end - name] = '\0';
+    return 1;
+}
+
+/* The statement as 8-bit text, when it is short and ASCII (as DynamoDB Local's Scan
+ * statements are); 0 otherwise. `length` is in bytes, or negative: up to a zero. */
+static int ascii_of(const void *sql, int length, char *out, size_t room) {
+    const unsigned short *units = sql;
+    size_t count = 0;
+    for (; length < 0 || count < (size_t)length / 2; count++) {
+        unsigned short unit = units[count];
+        if (length < 0 && unit == 0) break;
+        if (unit == 0 || unit > 127 || count + 1 >= room) return 0;
+        out[count] = (char)unit;
+    }
+    out[count] = '\0';
+    return 1;
+}
+
+/* sqlite4java prepares every statement from Java's UTF-16 text. */
+int sqlite3_prepare16_v2(sqlite3 *db, const void *sql, int length, sqlite3_stmt **statement,
+                         const void **tail) {
+    static prepare16_fn real_prepare16;
+    static prepare_fn real_prepare;
+    prepare16_fn prepare16 = __atomic_load_n(&real_prepare16, __ATOMIC_ACQUIRE);
+    if (!prepare16) {
+        const void *caller = __builtin_return_address(0);
+        if (!real_exec) real_exec = (exec_fn)caller_symbol(caller, "sqlite3_exec");
+        real_prepare = (prepare_fn)caller_symbol(caller, "sqlite3_prepare_v2");
+        prepare16 = (prepare16_fn)caller_symbol(caller, "sqlite3_prepare16_v2");
+        if (!prepare16) return DMQ_SQLITE_ERROR;
+        __atomic_store_n(&real_prepare16, prepare16, __ATOMIC_RELEASE);
+    }
+    char original[2 * DMQ_TABLE_NAME_MAX + 512];
+    char table[DMQ_TABLE_NAME_MAX + 1];
+    int after = 0;
+    if (!sql || !real_exec || !real_prepare
+            || !ascii_of(sql, length, original, sizeof original)
+            || !scanned_table(original, -1, table, &after))
+        return prepare16(db, sql, length, statement, tail);
+    char text[4 * DMQ_TABLE_NAME_MAX + 1024];
+    /* Created once per table (IF NOT EXISTS parses, finds it, and writes nothing). */
+    snprintf(text, sizeof text,
+             "CREATE INDEX IF NOT EXISTS \"dmq_scan:%s\" ON \"%s\" (hashValue, rangeKey);",
+             table, table);
+    real_exec(db, text, NULL, NULL, NULL);
+    if (!after) return prepare16(db, sql, length, statement, tail);
+    /* ?1 ?2 ?3 ?4 bind as DynamoDB Local's four: hashValue > ?1 OR (hashValue = ?2 AND
+     * rangeKey > ?3), LIMIT ?4. */
+    snprintf(text, sizeof text,
+             "SELECT ObjectJSON FROM ("
+             "SELECT hashValue, rangeKey, ObjectJSON FROM (SELECT hashValue, rangeKey, "
+             "ObjectJSON FROM \"%s\" WHERE hashKey IS NOT NULL AND rangeKey IS NOT NULL AND "
+             "hashValue = ?2 AND rangeKey > ?3 AND NOT (hashValue > ?1) "
+             "ORDER BY hashValue, rangeKey LIMIT ?4) "
+             "UNION ALL "
+             "SELECT hashValue, rangeKey, ObjectJSON FROM (SELECT hashValue, rangeKey, "
+             "ObjectJSON FROM \"%s\" WHERE hashKey IS NOT NULL AND rangeKey IS NOT NULL AND "
+             "hashValue > ?1 ORDER BY hashValue, rangeKey LIMIT ?4)"
+             ") ORDER BY hashValue, rangeKey LIMIT ?4;",
+             table, table);
+    if (real_prepare(db, text, -1, statement, NULL) != DMQ_SQLITE_OK)
+        return prepare16(db, sql, length, statement, tail);
+    if (tail) *tail = (const char *)sql + 2 * strlen(original);
+    return DMQ_SQLITE_OK;
 }
