@@ -118,15 +118,27 @@ def _label(name: str) -> str:
     return name[:MAX_NAME_CHARS].encode("utf-8", "replace").decode("utf-8")
 
 
+def log_level(level: str) -> int:
+    """A level's number from its name (DMQ_LOG_LEVEL, any case); INFO for a name that is
+    not a level."""
+    found = logging.getLevelName(level.strip().upper())
+    return found if isinstance(found, int) else logging.INFO
+
+
 def configure(json_logs: bool, emit_metrics: bool, level: str = "INFO") -> None:
-    """Turn structured logs and EMF metrics on or off (once per container; tests switch)."""
+    """Turn structured logs and EMF metrics on or off (once per container; tests switch).
+
+    The `dmq` logger (and every `dmq.*` one under it) logs at `level`: Chalice sets the
+    app's logger, which it names after the app, to ERROR unless the app is in debug mode,
+    which would drop every warning of DMQ's own loggers."""
+    logging.getLogger(SERVICE).setLevel(log_level(level))
     if json_logs and _state.structured is None:
         # Chalice's own plain handler on its app logger (also named dmq) would print
         # every line a second time.
         base = logging.getLogger(SERVICE)
         for handler in list(base.handlers):
             base.removeHandler(handler)
-        _state.structured = Logger(service=SERVICE, level=level, logger_handler=_handler)
+        _state.structured = Logger(service=SERVICE, level=log_level(level), logger_handler=_handler)
         # Loggers named after their module (chalicelib.*) get the same JSON output.
         copy_config_to_registered_loggers(source_logger=_state.structured,
                                           include={"chalicelib"})

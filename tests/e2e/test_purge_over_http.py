@@ -6,6 +6,7 @@ within seconds."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -48,13 +49,16 @@ def _wait_for_total(sqs: Any, url: str, total: int) -> float:
 
 
 def test_a_purge_of_thousands_answers_at_once_and_empties_the_queue(
-        make_sqs: Callable[..., Any], sqs: Any, unique_name: Callable[[str], str]) -> None:
+        make_sqs: Callable[..., Any], sqs: Any, unique_name: Callable[[str], str],
+        dmq_server: Any) -> None:
     # GIVEN a queue of 3,000 messages, 10 of them in flight
     url = sqs.create_queue(QueueName=unique_name("purged"))["QueueUrl"]
     _load(make_sqs, url, BACKLOG)
     assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
                                    VisibilityTimeout=2)["Messages"]) == 10
     assert _wait_for_total(sqs, url, BACKLOG) < GONE_WITHIN_S
+    done = re.compile(r"purge \S+ done: \d+ messages removed")
+    logged_before = len(done.findall(dmq_server.output))
     # WHEN it is purged
     start = time.monotonic()
     sqs.purge_queue(QueueUrl=url)
@@ -77,6 +81,13 @@ def test_a_purge_of_thousands_answers_at_once_and_empties_the_queue(
     # (while they run, the in-flight count may miss it: the receives dropped the purged
     # messages that had been in flight, which the purge's counts still take off)
     assert _wait_for_total(sqs, url, 1) < GONE_WITHIN_S
+    # AND the server's log says the removal is done (DMQ's own loggers log at INFO, not
+    # at the ERROR Chalice gives the app's logger)
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while len(done.findall(dmq_server.output)) == logged_before \
+            and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert len(done.findall(dmq_server.output)) > logged_before, dmq_server.output[-2000:]
 
 
 def test_a_delete_of_thousands_answers_at_once(
