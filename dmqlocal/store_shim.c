@@ -22,9 +22,15 @@
  *    thread that does all of DynamoDB Local's SQLite work. Here sqlite4java's own calls
  *    to sqlite3_open_v2 and sqlite3_step are wrapped: right after a database is opened
  *    (an existing file) and right after DynamoDB Local creates `us` (a new one), the
- *    index below is created if it is missing. SQLite keeps it up to date on every
- *    insert and trim; DynamoDB Local's own statements do not change. Any failure here
- *    leaves DynamoDB Local as it was, only slower.
+ *    index below is created if it is missing, and a second one by shard: GetRecords
+ *    asks for the shard's oldest record, another walk over every record before the
+ *    shard's first. SQLite keeps them up to date on every insert and trim. One statement
+ *    of DynamoDB Local's changes: GetRecords' read from the iterator's position, which
+ *    SQLite 3.8.7 would then answer by walking the shard's records from its first (it
+ *    cannot seek on the rowid inside an index), is prepared NOT INDEXED, so that it reads
+ *    along the sequence numbers from the position, as it did without the indexes (see
+ *    job 4 for the wrapper). Any failure here leaves DynamoDB Local as it was, only
+ *    slower.
  *
  * 4. Scans in key order without sorting. A Scan pages through a table in the order of
  *    (hashValue, rangeKey), the hash of the partition key and the sort key, but the only
@@ -110,7 +116,19 @@ typedef int (*exec_fn)(sqlite3 *, const char *, void *, void *, char **);
 #define DMQ_SQLITE_ERROR 1
 
 static const char STREAM_INDEX[] =
-    "CREATE INDEX IF NOT EXISTS dmq_stream_records ON us (StreamID, SequenceNumber);";
+    "CREATE INDEX IF NOT EXISTS dmq_stream_records ON us (StreamID, SequenceNumber);"
+    "CREATE INDEX IF NOT EXISTS dmq_shard_records ON us (ShardID, SequenceNumber);";
+/* GetRecords' read. With the indexes above SQLite 3.8.7 would walk the shard's records
+ * from its first (it cannot seek on the rowid, SequenceNumber, inside an index); read
+ * from the iterator's position along the rowid, as without them. */
+static const char STREAM_READ[] =
+    "SELECT SequenceNumber, StreamRecord, OperationType, CreationDateTime FROM us WHERE "
+    "StreamID = ? AND ShardID = ? AND SequenceNumber >= ? AND CreationDateTime > ? "
+    "ORDER BY SequenceNumber ASC LIMIT ?;";
+static const char STREAM_READ_ALONG[] =
+    "SELECT SequenceNumber, StreamRecord, OperationType, CreationDateTime FROM us "
+    "NOT INDEXED WHERE StreamID = ? AND ShardID = ? AND SequenceNumber >= ? AND "
+    "CreationDateTime > ? ORDER BY SequenceNumber ASC LIMIT ?;";
 static const char CREATES_RECORDS[] = "CREATE TABLE IF NOT EXISTS us ";
 
 static void *caller_symbol(const void *caller, const char *name) {
@@ -218,11 +236,29 @@ static int ascii_of(const void *sql, int length, char *out, size_t room) {
     return 1;
 }
 
+static prepare_fn real_prepare;
+
+/* `text` prepared in place of the UTF-16 statement `sql` (which it ends, as far as the
+ * caller can tell); the statement itself if `text` fails to prepare. */
+static int prepared_as(sqlite3 *db, const char *text, const void *sql, int length,
+                       sqlite3_stmt **statement, const void **tail, prepare16_fn prepare16) {
+    if (real_prepare(db, text, -1, statement, NULL) != DMQ_SQLITE_OK)
+        return prepare16(db, sql, length, statement, tail);
+    if (tail) {
+        const unsigned short *end = sql;
+        if (length < 0)
+            while (*end) end++;
+        else
+            end += length / 2;
+        *tail = end;
+    }
+    return DMQ_SQLITE_OK;
+}
+
 /* sqlite4java prepares every statement from Java's UTF-16 text. */
 int sqlite3_prepare16_v2(sqlite3 *db, const void *sql, int length, sqlite3_stmt **statement,
                          const void **tail) {
     static prepare16_fn real_prepare16;
-    static prepare_fn real_prepare;
     prepare16_fn prepare16 = __atomic_load_n(&real_prepare16, __ATOMIC_ACQUIRE);
     if (!prepare16) {
         const void *caller = __builtin_return_address(0);
@@ -236,8 +272,11 @@ int sqlite3_prepare16_v2(sqlite3 *db, const void *sql, int length, sqlite3_stmt 
     char table[DMQ_TABLE_NAME_MAX + 1];
     int after = 0;
     if (!sql || !real_exec || !real_prepare
-            || !ascii_of(sql, length, original, sizeof original)
-            || !scanned_table(original, -1, table, &after))
+            || !ascii_of(sql, length, original, sizeof original))
+        return prepare16(db, sql, length, statement, tail);
+    if (strcmp(original, STREAM_READ) == 0)
+        return prepared_as(db, STREAM_READ_ALONG, sql, length, statement, tail, prepare16);
+    if (!scanned_table(original, -1, table, &after))
         return prepare16(db, sql, length, statement, tail);
     char text[4 * DMQ_TABLE_NAME_MAX + 1024];
     /* Created once per table (IF NOT EXISTS parses, finds it, and writes nothing). */
@@ -260,8 +299,5 @@ int sqlite3_prepare16_v2(sqlite3 *db, const void *sql, int length, sqlite3_stmt 
              "hashValue > ?1 ORDER BY hashValue, rangeKey LIMIT ?4)"
              ") ORDER BY hashValue, rangeKey LIMIT ?4;",
              table, table);
-    if (real_prepare(db, text, -1, statement, NULL) != DMQ_SQLITE_OK)
-        return prepare16(db, sql, length, statement, tail);
-    if (tail) *tail = (const char *)sql + 2 * strlen(original);
-    return DMQ_SQLITE_OK;
+    return prepared_as(db, text, sql, length, statement, tail, prepare16);
 }
