@@ -19,7 +19,10 @@ from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal, shim_
 
 INDEX = "dmq_stream_records"
 SHARD_INDEX = "dmq_shard_records"
-INDEXES = sorted([INDEX, SHARD_INDEX])
+TIME_INDEX = "dmq_record_times"
+INDEXES = sorted([INDEX, SHARD_INDEX, TIME_INDEX])
+# DynamoDB Local's trim of the records older than 24 hours (at start, among other times).
+TRIM = "DELETE FROM us WHERE CreationDateTime < ?"
 # The question DynamoDB Local asks on every request (SQLiteDBAccessJob.getStreamDescription).
 LOWEST = "SELECT MIN(SequenceNumber) FROM us WHERE StreamID = ?"
 
@@ -86,6 +89,9 @@ def test_a_new_database_indexes_its_stream_records_and_the_lookup_uses_the_index
     database = _database(tmp_path / "db")
     assert _indexes(database) == INDEXES
     assert INDEX in _plan(database)
+    with sqlite3.connect(database) as con:  # the trim reads only what it deletes
+        assert TIME_INDEX in " ".join(str(row[-1]) for row in con.execute(
+            f"EXPLAIN QUERY PLAN {TRIM}", (0,)))
     with sqlite3.connect(database) as con:  # SQLite kept the index up to date
         assert con.execute("SELECT count(*) FROM us INDEXED BY dmq_stream_records "
                            "WHERE StreamID IS NOT NULL").fetchone()[0] == 30
@@ -103,6 +109,7 @@ def test_a_database_left_without_the_index_gets_it_at_the_next_start(tmp_path: P
     with sqlite3.connect(database) as con:
         con.execute(f"DROP INDEX {INDEX}")
         con.execute(f"DROP INDEX {SHARD_INDEX}")
+        con.execute(f"DROP INDEX {TIME_INDEX}")
     assert _indexes(database) == []
     store = DynamoDBLocal(tmp_path / "db")
     try:
