@@ -131,11 +131,11 @@ def configure(json_logs: bool, emit_metrics: bool, level: str = "INFO") -> None:
     The `dmq` logger (and every `dmq.*` one under it) logs at `level`: Chalice sets the
     app's logger, which it names after the app, to ERROR unless the app is in debug mode,
     which would drop every warning of DMQ's own loggers."""
-    logging.getLogger(SERVICE).setLevel(log_level(level))
+    base = logging.getLogger(SERVICE)
+    base.setLevel(log_level(level))
     if json_logs and _state.structured is None:
         # Chalice's own plain handler on its app logger (also named dmq) would print
         # every line a second time.
-        base = logging.getLogger(SERVICE)
         for handler in list(base.handlers):
             base.removeHandler(handler)
         _state.structured = Logger(service=SERVICE, level=log_level(level), logger_handler=_handler)

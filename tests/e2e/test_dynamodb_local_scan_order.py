@@ -14,21 +14,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
-from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal, shim_library
+from dmqlocal.dynamodb_local import DynamoDBLocal, shim_library
+from tests.e2e.dynamodb_local_clients import dynamodb_client
 
 pytestmark = pytest.mark.skipif(shim_library() is None,
                                 reason="no C compiler: DynamoDB Local runs without DMQ's shim")
 
 # Partition sizes: one item, a few, one larger than the pages, and some between.
 PARTITIONS = {"a": 1, "b": 2, "c": 13, "d": 40, "e": 100, "f": 7}
-
-
-def _client(endpoint: str) -> Any:
-    return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
 
 
 def _table(dynamodb: Any, name: str) -> None:
@@ -77,7 +72,7 @@ def _as_key(key: tuple[str, str]) -> dict[str, Any]:
 def test_a_paged_scan_returns_every_item_once_in_the_order_of_one_page() -> None:
     store = DynamoDBLocal(None)
     try:
-        dynamodb = _client(store.start())
+        dynamodb = dynamodb_client(store.start())
         _table(dynamodb, "t_1")
         _fill(dynamodb, "t_1", PARTITIONS)
         whole = _scan(dynamodb, "t_1")  # one page: DynamoDB Local's own statement
@@ -110,7 +105,7 @@ def test_a_paged_scan_returns_every_item_once_in_the_order_of_one_page() -> None
 def test_a_scanned_table_gets_the_order_index_and_keeps_it(tmp_path: Path) -> None:
     store = DynamoDBLocal(tmp_path / "db")
     try:
-        dynamodb = _client(store.start())
+        dynamodb = dynamodb_client(store.start())
         _table(dynamodb, "t_1")
         _fill(dynamodb, "t_1", {"p": 30})
         assert len(_scan(dynamodb, "t_1", 4)) == 30
@@ -134,7 +129,7 @@ def test_a_page_costs_the_same_in_a_deep_partition_as_in_a_shallow_one() -> None
     machine slows both alike; the bound is loose (twice the shallow page, plus 2 ms)."""
     store = DynamoDBLocal(None)
     try:
-        dynamodb = _client(store.start())
+        dynamodb = dynamodb_client(store.start())
         _table(dynamodb, "deep")
         _table(dynamodb, "shallow")
         _fill(dynamodb, "deep", {"p": 40_000})

@@ -6,16 +6,17 @@ every record of the last 24 hours."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
-from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal, shim_library
+from dmqlocal.dynamodb_local import DynamoDBLocal, shim_library
+from tests.e2e.dynamodb_local_clients import dynamodb_client, median_ms, streams_client
 
 INDEX = "dmq_stream_records"
 SHARD_INDEX = "dmq_shard_records"
@@ -28,16 +29,6 @@ LOWEST = "SELECT MIN(SequenceNumber) FROM us WHERE StreamID = ?"
 
 pytestmark = pytest.mark.skipif(shim_library() is None,
                                 reason="no C compiler: DynamoDB Local runs without DMQ's shim")
-
-
-def _client(endpoint: str) -> Any:
-    return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
-
-
-def _streams(endpoint: str) -> Any:
-    return boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
 
 
 def _stream_table(dynamodb: Any, name: str) -> None:
@@ -80,7 +71,7 @@ def test_a_new_database_indexes_its_stream_records_and_the_lookup_uses_the_index
 ) -> None:
     store = DynamoDBLocal(tmp_path / "db")
     try:
-        dynamodb = _client(store.start())
+        dynamodb = dynamodb_client(store.start())
         _stream_table(dynamodb, "t_1")
         _write(dynamodb, "t_1", 30)
         assert dynamodb.get_item(TableName="t_1", Key={"k": {"S": "7"}})["Item"]["v"]["S"]
@@ -100,7 +91,7 @@ def test_a_new_database_indexes_its_stream_records_and_the_lookup_uses_the_index
 def test_a_database_left_without_the_index_gets_it_at_the_next_start(tmp_path: Path) -> None:
     store = DynamoDBLocal(tmp_path / "db")
     try:
-        dynamodb = _client(store.start())
+        dynamodb = dynamodb_client(store.start())
         _stream_table(dynamodb, "t_1")
         _write(dynamodb, "t_1", 5)
     finally:
@@ -113,7 +104,7 @@ def test_a_database_left_without_the_index_gets_it_at_the_next_start(tmp_path: P
     assert _indexes(database) == []
     store = DynamoDBLocal(tmp_path / "db")
     try:
-        dynamodb = _client(store.start())
+        dynamodb = dynamodb_client(store.start())
         assert len(dynamodb.scan(TableName="t_1")["Items"]) == 5
         _write(dynamodb, "t_1", 10, first_key=5)  # writes (and their stream records) still work
     finally:
@@ -130,7 +121,7 @@ def test_in_memory_a_quiet_stream_table_costs_no_walk_over_another_tables_record
     busy table's call, plus 1 ms), and the walk it guards against grows without bound."""
     store = DynamoDBLocal(None)
     try:
-        dynamodb = _client(store.start())
+        dynamodb = dynamodb_client(store.start())
         _stream_table(dynamodb, "busy")
         _stream_table(dynamodb, "quiet")
         _write(dynamodb, "busy", 15_000)
@@ -146,15 +137,6 @@ def test_in_memory_a_quiet_stream_table_costs_no_walk_over_another_tables_record
     assert quiet <= 2 * busy + 1.0, (quiet, busy)
 
 
-def _median_ms(call: Any, times: int = 40) -> float:
-    took = []
-    for _ in range(times):
-        began = time.perf_counter()
-        call()
-        took.append((time.perf_counter() - began) * 1000)
-    return statistics.median(took[5:])
-
-
 def test_in_memory_a_read_at_a_streams_tip_costs_about_a_getitem_however_long_the_stream(
 ) -> None:
     """GetRecords asks for the shard's oldest record (a walk over every record before the
@@ -165,7 +147,7 @@ def test_in_memory_a_read_at_a_streams_tip_costs_about_a_getitem_however_long_th
     store = DynamoDBLocal(None)
     try:
         endpoint = store.start()
-        dynamodb, streams = _client(endpoint), _streams(endpoint)
+        dynamodb, streams = dynamodb_client(endpoint), streams_client(endpoint)
         _stream_table(dynamodb, "busy")
         _stream_table(dynamodb, "quiet")
         _write(dynamodb, "busy", 15_000)
@@ -182,9 +164,9 @@ def test_in_memory_a_read_at_a_streams_tip_costs_about_a_getitem_however_long_th
             StreamArn=arn, ShardId=shard["ShardId"],
             ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
         assert len(streams.get_records(ShardIterator=horizon)["Records"]) == 5
-        get_item = _median_ms(lambda: dynamodb.get_item(TableName="busy", Key={"k": {"S": "1"}}))
-        at_tip = {table: _median_ms(lambda it=it: streams.get_records(ShardIterator=it,
-                                                                       Limit=100))
+        get_item = median_ms(lambda: dynamodb.get_item(TableName="busy", Key={"k": {"S": "1"}}))
+        at_tip = {table: median_ms(functools.partial(streams.get_records, ShardIterator=it,
+                                                     Limit=100))
                   for table, it in tips.items()}
     finally:
         store.stop()
