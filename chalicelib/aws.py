@@ -86,12 +86,17 @@ DUMMY_CREDENTIALS = ("dmq", "dmq")
 _LOADER = botocore.loaders.create_loader()
 
 
-def new_session() -> boto3.session.Session:
-    """A boto3 session of its own (sessions are not shared across threads) on the
+def new_botocore_session() -> botocore.session.Session:
+    """A botocore session of its own (sessions are not shared across threads) on the
     process's one model loader."""
     core = botocore.session.Session()
     core.register_component("data_loader", _LOADER)
-    return boto3.session.Session(botocore_session=core)
+    return core
+
+
+def new_session() -> boto3.session.Session:
+    """A boto3 session of its own on the process's one model loader."""
+    return boto3.session.Session(botocore_session=new_botocore_session())
 
 
 class Clients:

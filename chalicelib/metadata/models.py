@@ -11,6 +11,7 @@ from pynamodb.connection import Connection
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
+from chalicelib.aws import new_botocore_session
 from chalicelib.domain.queues import ConnectionBudget
 
 ACCOUNT_INDEX = "account-index"
@@ -72,6 +73,23 @@ def model_for(
     attrs = {"Meta": meta, "account_index": AccountIndex(), "__module__": __name__}
     name = f"QueueModel_{abs(hash((table, region, host, credentials, budget)))}"
     return type(name, (QueueModel,), attrs)
+
+
+def on_shared_models(connection: Connection) -> Connection:
+    """Build a PynamoDB connection's botocore client now, once, from a session on the
+    process's one model loader (`chalicelib.aws`). Left to itself PynamoDB makes a
+    botocore session, and so a loader, of its own for each connection, which parses
+    botocore's endpoints and DynamoDB models again: tens of milliseconds of CPU, and
+    hundreds of thousands of objects for the collector, on every cold start."""
+    if getattr(connection, "_client", None) is None:
+        session = new_botocore_session()
+        if connection._aws_access_key_id and connection._aws_secret_access_key:
+            session.set_credentials(connection._aws_access_key_id,
+                                    connection._aws_secret_access_key,
+                                    connection._aws_session_token)
+        connection._local.session = session
+        connection.client  # noqa: B018 (builds and keeps the client)
+    return connection
 
 
 def use_client(connection: Connection, wrap: Callable[[Any], Any]) -> None:

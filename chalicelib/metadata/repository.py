@@ -31,7 +31,13 @@ from chalicelib.domain.queues import (
 from chalicelib.dynamo_errors import translate_errors
 from chalicelib.metadata import queue_counts
 from chalicelib.metadata.catalogue_version import CatalogueVersion
-from chalicelib.metadata.models import ACCOUNT_INDEX, QueueModel, model_for, use_client
+from chalicelib.metadata.models import (
+    ACCOUNT_INDEX,
+    QueueModel,
+    model_for,
+    on_shared_models,
+    use_client,
+)
 
 logger = logging.getLogger("dmq.queues")
 # Transactions on an account's queue counter that conflict are tried this many times in
@@ -117,11 +123,13 @@ class QueueRepository:
         self._connection = queue_counts.connection_for(region, host, credentials, budget)
         self._counted: set[str] = set()  # accounts whose counter is known to exist
         self._version = CatalogueVersion(self._move_version)
-        if client_wrapper is not None:
-            use_client(self._model._get_connection().connection, client_wrapper)
-            use_client(self._connection, client_wrapper)
-            if self._counts is not None:
-                use_client(self._counts._get_connection().connection, client_wrapper)
+        connections = [self._model._get_connection().connection, self._connection]
+        if self._counts is not None:
+            connections.append(self._counts._get_connection().connection)
+        for connection in connections:
+            on_shared_models(connection)
+            if client_wrapper is not None:
+                use_client(connection, client_wrapper)
         # The last catalogue read: (monotonic time, version it was read at, records).
         self._catalogue: tuple[float, int, tuple[QueueRecord, ...]] | None = None
         self._catalogue_lock = threading.Lock()
