@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
@@ -21,7 +20,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
 
 from app import app, runtime
-from chalicelib.aws import Clients
+from chalicelib.aws import Clients, new_session
 from chalicelib.frontend.console.history import History
 from chalicelib.handlers import console_routes
 from chalicelib.settings import Settings
@@ -93,7 +92,8 @@ def sqs(dmq: Client) -> Any:
 
 def sqs_client(dmq: Client, region: str, config: Config | None = None) -> Any:
     """boto3's SQS client signing for `region`, served in process by the Chalice app."""
-    client = boto3.client("sqs", endpoint_url=ENDPOINT, region_name=region, config=config)
+    client: Any = new_session().client("sqs", endpoint_url=ENDPOINT, region_name=region,
+                                       config=config)
 
     def serve(request: Any, **kwargs: Any) -> AWSResponse:
         path = request.url[len(ENDPOINT):] or "/"
