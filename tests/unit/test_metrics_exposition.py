@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -43,14 +43,22 @@ def test_the_gauges_are_written_as_prometheus_client_writes_them() -> None:
     assert render_gauges([]) == _library_rendering([])
 
 
+def _best_of(times: int, render: Callable[[list[QueueGauges]], bytes],
+             gauges: list[QueueGauges]) -> tuple[bytes, float]:
+    """The rendering and its least CPU time of `times` (a collection or a cold cache
+    falls on one run, not on all)."""
+    best = float("inf")
+    for _ in range(times):
+        started = time.process_time()
+        text = render(gauges)
+        best = min(best, time.process_time() - started)
+    return text, best
+
+
 def test_ten_thousand_queues_render_in_a_fraction_of_the_librarys_time() -> None:
     gauges = [QueueGauges("us-east-1", f"{n % 10:012d}", f"queue-{n}", n % 3, 0, 0, 0.0,
                           False) for n in range(10_000)]
-    started = time.process_time()
-    ours = render_gauges(gauges)
-    our_s = time.process_time() - started
-    started = time.process_time()
-    theirs = _library_rendering(gauges)
-    their_s = time.process_time() - started
+    ours, our_s = _best_of(3, render_gauges, gauges)
+    theirs, their_s = _best_of(3, _library_rendering, gauges)
     assert ours == theirs
     assert our_s < their_s / 2
