@@ -66,11 +66,14 @@ class ClusterManager:
     def place(self, queue_id: str, wanted: str | None = None) -> str:
         """The cluster for a new queue: `wanted` when the creator names one (an operator's
         choice wins over capacity), else the ring's; the least loaded one when every
-        cluster is full."""
+        cluster is full. With one cluster there is no choice to make: nothing is read."""
+        clusters = self._control.clusters
         if wanted is not None:
-            if wanted not in self._control.clusters:
-                raise NoSuchClusterError(wanted, self._control.clusters)
+            if wanted not in clusters:
+                raise NoSuchClusterError(wanted, clusters)
             return wanted
+        if len(clusters) == 1:
+            return clusters[0]
         loads = self._control.loads()
         try:
             return _ring(tuple(loads)).place(queue_id)

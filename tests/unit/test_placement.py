@@ -113,3 +113,38 @@ def test_split_targets_skips_full_clusters_and_may_find_none() -> None:
     assert split_targets("k", "a", [*_equal("a"), ClusterLoad("b", 10, 10)]) is None
     assert split_targets("k", "a", [ClusterLoad("a", 10, 10), *_equal("b")]) == "b"
     assert split_targets("k", "a", [ClusterLoad("a", 10, 10)]) is None
+
+
+class _Control:
+    """A control repository that counts its reads of the clusters' loads."""
+
+    def __init__(self, loads: list[ClusterLoad]) -> None:
+        self._loads = loads
+        self.reads = 0
+
+    @property
+    def clusters(self) -> list[str]:
+        return [c.name for c in self._loads]
+
+    def loads(self) -> list[ClusterLoad]:
+        self.reads += 1
+        return self._loads
+
+
+def test_one_cluster_places_every_queue_without_reading_its_load() -> None:
+    from chalicelib.clusters.manager import ClusterManager
+
+    for load in (ClusterLoad("only", 100, 0), ClusterLoad("only", 10, 50)):  # full, too
+        control = _Control([load])
+        manager = ClusterManager(control)  # type: ignore[arg-type]
+        assert {manager.place(k) for k in KEYS[:50]} == {"only"}
+        assert control.reads == 0
+
+
+def test_two_clusters_read_their_loads_to_choose() -> None:
+    from chalicelib.clusters.manager import ClusterManager
+
+    control = _Control([ClusterLoad("a", 10, 10), ClusterLoad("b", 10, 3)])
+    manager = ClusterManager(control)  # type: ignore[arg-type]
+    assert {manager.place(k) for k in KEYS[:20]} == {"b"}
+    assert control.reads == 20
