@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.handlers
 import botocore.loaders
 import botocore.session
 from botocore.config import Config
 from botocore.credentials import Credentials
+from botocore.hooks import EventAliaser, HierarchicalEmitter
 
 from chalicelib.dynamo_client import CALLS as LEAN_SERVICES
 from chalicelib.dynamo_client import LeanDynamoDB, wants_lean
@@ -86,10 +89,40 @@ DUMMY_CREDENTIALS = ("dmq", "dmq")
 _LOADER = botocore.loaders.create_loader()
 
 
+# botocore's built-in event handlers, registered once per process: a new session
+# registers about 130 of them, checking each one's signature (some 10 ms of CPU a
+# session); each session DMQ makes starts from a copy of this registry instead, as
+# botocore gives each client a copy of its session's. (How many built-ins there were,
+# the registry.)
+_BUILTINS: tuple[int, HierarchicalEmitter] | None = None
+_BUILTINS_LOCK = threading.Lock()
+
+
+def _builtin_events() -> HierarchicalEmitter:
+    """A copy of the registry of botocore's built-in handlers, registered again when the
+    built-in list has grown since (a library may add to it on import, as moto does)."""
+    global _BUILTINS
+    count = len(botocore.handlers.BUILTIN_HANDLERS)
+    with _BUILTINS_LOCK:
+        if _BUILTINS is None or _BUILTINS[0] != count:
+            registry = HierarchicalEmitter()
+            events = EventAliaser(registry)
+            for spec in botocore.handlers.BUILTIN_HANDLERS:  # as Session registers them
+                if len(spec) == 2:
+                    events.register(spec[0], spec[1])
+                elif spec[2] is botocore.handlers.REGISTER_FIRST:
+                    events.register_first(spec[0], spec[1])
+                elif spec[2] is botocore.handlers.REGISTER_LAST:
+                    events.register_last(spec[0], spec[1])
+            _BUILTINS = (count, registry)
+        return copy.copy(_BUILTINS[1])
+
+
 def new_botocore_session() -> botocore.session.Session:
     """A botocore session of its own (sessions are not shared across threads) on the
-    process's one model loader."""
-    core = botocore.session.Session()
+    process's one model loader and a copy of its one registry of built-in handlers."""
+    core = botocore.session.Session(event_hooks=_builtin_events(),
+                                    include_builtin_handlers=False)
     core.register_component("data_loader", _LOADER)
     return core
 
