@@ -16,6 +16,7 @@ from chalicelib.domain.messages import Counts, Message, MessageRef, VisibilityOu
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.fifo import service as fifo_rules
 from chalicelib.service import fairness
+from chalicelib.service.bulk_counts import CountsMany
 from chalicelib.service.exceptions import SqsError
 from chalicelib.service.fairness import Fairness
 from chalicelib.service.message_kinds import (
@@ -199,17 +200,27 @@ class StandardMessages:
 
     def counts(self, queue: QueueRecord) -> Counts:
         """Approximate counts over every shard."""
-        now = self._clock.now_ms()
         total = Counts()
-        for shard in queue.shards:
-            total = total + self._stores.of(shard.cluster).count(queue.queue_id, shard.id, now)
+        for counted in self.shard_counts(queue).values():
+            total = total + counted
         return total
 
     def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
-        """Approximate counts of each shard."""
+        """Approximate counts of each shard: the count items of a cluster's shards in one
+        BatchGetItem (per hundred), however many shards the queue has grown to."""
         now = self._clock.now_ms()
-        return {s.id: self._stores.of(s.cluster).count(queue.queue_id, s.id, now)
-                for s in queue.shards}
+        by_cluster: dict[str, list[int]] = {}
+        for shard in queue.shards:
+            by_cluster.setdefault(shard.cluster, []).append(shard.id)
+        found: dict[int, Counts] = {}
+        for cluster, ids in by_cluster.items():
+            store = self._stores.of(cluster)
+            if isinstance(store, CountsMany):
+                counted = store.count_many([(queue.queue_id, i) for i in ids], now)
+                found.update({i: counted[(queue.queue_id, i)] for i in ids})
+            else:
+                found.update({i: store.count(queue.queue_id, i, now) for i in ids})
+        return {s.id: found[s.id] for s in queue.shards}
 
 
 def _by_cluster(queue: QueueRecord, refs: list[MessageRef]) -> dict[str, list[MessageRef]]:
