@@ -92,8 +92,8 @@ _LOADER = botocore.loaders.create_loader()
 # botocore's built-in event handlers, registered once per process: a new session
 # registers about 130 of them, checking each one's signature (some 10 ms of CPU a
 # session); each session DMQ makes starts from a copy of this registry instead, as
-# botocore gives each client a copy of its session's. (How many built-ins there were,
-# the registry.)
+# botocore gives each client a copy of its session's: (how many built-ins there were,
+# their registry).
 _BUILTINS: tuple[int, HierarchicalEmitter] | None = None
 _BUILTINS_LOCK = threading.Lock()
 
