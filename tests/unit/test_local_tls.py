@@ -154,3 +154,23 @@ def test_a_badly_framed_request_over_tls_still_gets_its_sqs_error(
     assert head.startswith(b"HTTP/1.1 400 ")
     assert b"Connection: close" in head
     assert json.loads(body)["__type"].startswith("com.amazonaws.sqs#")
+
+
+def test_requests_sent_together_over_tls_are_all_answered(
+        tls_dir: Path, server: LocalServer) -> None:
+    # One TLS record carries the end of the first request and all of the second: once
+    # the first is read, the second is decrypted already and the socket shows nothing.
+    def request(body: bytes) -> bytes:
+        return (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-amz-json-1.0\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    context = ssl.create_default_context(cafile=str(tls_dir / "tls" / "ca.pem"))
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+        for size in (10_000, 9_000, 2):
+            sock.sendall(request(b" " * (size - 2) + b"{}") + request(b"{}"))
+            answers = b""
+            while answers.count(b"HTTP/1.1 200 ") < 2:
+                chunk = sock.recv(4096)
+                assert chunk, f"closed after {answers!r}"
+                answers += chunk
