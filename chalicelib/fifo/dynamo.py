@@ -21,14 +21,13 @@ from contextlib import suppress
 from typing import Any
 
 from chalicelib.backend import items
-from chalicelib.backend.items import VISIBLE_INDEX, Item
+from chalicelib.backend.items import Item
 from chalicelib.domain.exceptions import (
     ConditionFailedError,
     StoreThrottledError,
     StoreUnavailableError,
     TransactionCancelledError,
 )
-from chalicelib.domain.lanes import LANE_BASE
 from chalicelib.domain.messages import Counts, Message, MessageRef
 from chalicelib.dynamo_batches import transact_write
 from chalicelib.dynamo_errors import translate_errors
@@ -232,44 +231,18 @@ class DynamoFifoStore(FifoClaims):
 
     # -- counts, purge, peek ---------------------------------------------------------------
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:
-        """The shard's counter less what is in flight or delayed: the minute buckets after
-        `now`'s minute, and the hidden group items of the rest of it (`hidden_counts`)."""
-        counted = self._base.counters.read(self.table, queue_id, shard)
-        in_flight, delayed, until = counted.hidden(now_ms)
-        more_in_flight, more_delayed = self._hidden_groups(queue_id, shard, now_ms, until)
-        in_flight, delayed = in_flight + more_in_flight, delayed + more_delayed
-        return Counts(max(0, counted.total - in_flight - delayed), in_flight, delayed)
+        """The shard's counts, as `count_many` reads them."""
+        return self.count_many([(queue_id, shard)], now_ms)[(queue_id, shard)]
 
-    def _hidden_groups(self, queue_id: str, shard: int, now_ms: int,
-                  until: int = LANE_BASE) -> tuple[int, int]:
-        """(in flight, delayed) of a shard's groups hidden after `now` and before `until`,
-        read from the group items (bounded by them): a held group's `rc` is how many of its
-        messages are in flight; a group waiting on its head's delay counts as one delayed
-        message."""
-        in_flight = delayed = 0
-        start: Item | None = None
-        while True:
-            request: dict[str, Any] = {
-                "TableName": self.table, "IndexName": VISIBLE_INDEX,
-                "KeyConditionExpression": "pk = :pk AND visible_at BETWEEN :now AND :until",
-                "ExpressionAttributeValues": {
-                    ":pk": s_attr(items.partition_key(queue_id, shard)),
-                    ":now": n_attr(now_ms + 1), ":until": n_attr(until - 1)},
-                "ProjectionExpression": "rc",
-            }
-            if start:
-                request["ExclusiveStartKey"] = start
-            with translate_errors():
-                page = self._db.query(**request)
-            for item in page.get("Items", []):
-                held = int(item.get("rc", {}).get("N", "0"))
-                if held > 0:
-                    in_flight += held
-                else:
-                    delayed += 1
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                return in_flight, delayed
+    def count_many(self, shards: Sequence[tuple[str, int]],
+                   now_ms: int) -> dict[tuple[str, int], Counts]:
+        """The counts of many shards, as the views of every queue read them: the count
+        items together (one BatchGetItem per hundred), less what is in flight or delayed,
+        from the minute buckets after `now`'s minute and, only where the buckets and second
+        hints say a group may turn visible in the rest of this minute, the group items of
+        it. A held group weighs its messages in flight (`rc`); a group waiting on its
+        head's delay is one delayed message."""
+        return self._base.count_many(shards, now_ms, weighted=True)
 
     def purge(self, queue_id: str, shard: int) -> int:
         """Delete every FIFO message and group item of a shard (dedup items stay)."""

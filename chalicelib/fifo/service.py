@@ -378,17 +378,22 @@ class FifoService:
     # -- queue-wide ---------------------------------------------------------------------
     def counts(self, queue: QueueRecord) -> Counts:
         """Approximate counts: the shards' counters less what is in flight or delayed."""
-        now = self._clock.now_ms()
         total = Counts()
-        for shard in queue.shards:
-            total = total + self._store(shard.cluster).count(queue.queue_id, shard.id, now)
+        for counted in self.shard_counts(queue).values():
+            total = total + counted
         return total
 
     def shard_counts(self, queue: QueueRecord) -> dict[int, Counts]:
-        """Approximate counts of each shard (the admin view)."""
+        """Approximate counts of each shard: a cluster's shards read together, however
+        many the queue has."""
         now = self._clock.now_ms()
-        return {s.id: self._store(s.cluster).count(queue.queue_id, s.id, now)
-                for s in queue.shards}
+        by_cluster: dict[str, list[tuple[str, int]]] = {}
+        for shard in queue.shards:
+            by_cluster.setdefault(shard.cluster, []).append((queue.queue_id, shard.id))
+        found: dict[tuple[str, int], Counts] = {}
+        for cluster, pairs in by_cluster.items():
+            found.update(self._store(cluster).count_many(pairs, now))
+        return {s.id: found[(queue.queue_id, s.id)] for s in queue.shards}
 
     def purge(self, queue: QueueRecord) -> int:
         """Delete every message and group of every shard."""

@@ -128,6 +128,11 @@ class FifoStore(Protocol):
         """Approximate counts of a shard."""
         ...
 
+    def count_many(self, shards: Sequence[tuple[str, int]],
+                   now_ms: int) -> dict[tuple[str, int], Counts]:
+        """Approximate counts of each (queue id, shard), read together."""
+        ...
+
     def purge(self, queue_id: str, shard: int) -> int:
         """Delete every message and group of a shard; how many items went."""
         ...

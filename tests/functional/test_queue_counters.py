@@ -307,3 +307,62 @@ def test_the_counts_of_many_shards_are_one_read(sqs: Any, message_client: Any) -
     assert _counts(sqs, url) == (78, 2, 0)
     # WHEN the counts are read THEN the 8 count items come in one BatchGetItem, not one each
     assert _read_cost(sqs, url, message_client) == ({"BatchGetItem": 1}, 8)
+
+
+# -- FIFO -------------------------------------------------------------------------------
+def _fifo(sqs: Any, name: str, **attributes: str) -> str:
+    return _queue(sqs, f"{name}.fifo", FifoQueue="true", ContentBasedDeduplication="true",
+                  DmqShardCount="4", **attributes)
+
+
+def _send_groups(sqs: Any, url: str, groups: dict[str, int]) -> None:
+    for group, count in groups.items():
+        for i in range(count):
+            sqs.send_message(QueueUrl=url, MessageBody=f"{group}-{i}", MessageGroupId=group)
+
+
+@pytest.mark.parametrize("timeout", [15, 100])  # ends in this minute, and in a later one
+def test_fifo_counts_follow_in_flight_groups_within_and_past_the_minute(
+    sqs: Any, clock: FakeClock, timeout: int
+) -> None:
+    # GIVEN 9 messages in 7 groups over 4 shards (the clock is 20 s into its minute), and
+    # a receive of 5 of them for `timeout` seconds
+    url = _fifo(sqs, f"held{timeout}")
+    _send_groups(sqs, url, {"a": 3, **{f"g{n}": 1 for n in range(6)}})
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=5,
+                              VisibilityTimeout=timeout)["Messages"]
+    assert len(got) == 5
+    assert _counts(sqs, url) == (4, 5, 0)
+    # WHEN time passes short of the timeout THEN they are still in flight
+    clock.advance(timeout - 2)
+    assert _counts(sqs, url) == (4, 5, 0)
+    # AND once it has run out, all 9 are visible again
+    clock.advance(3)
+    assert _counts(sqs, url) == (9, 0, 0)
+
+
+def test_fifo_counts_of_delayed_groups(sqs: Any, clock: FakeClock) -> None:
+    # GIVEN a FIFO queue delaying by 30 s: a group waiting on its head's delay counts as
+    # one delayed message (its others are visible behind it)
+    url = _fifo(sqs, "delayed", DelaySeconds="30")
+    _send_groups(sqs, url, {"a": 1, "b": 1, "c": 2})
+    assert _counts(sqs, url) == (1, 0, 3)
+    clock.advance(29)
+    assert _counts(sqs, url) == (1, 0, 3)
+    clock.advance(2)
+    assert _counts(sqs, url) == (4, 0, 0)
+
+
+def test_the_counts_of_a_fifo_queue_of_many_shards_are_one_read(
+    sqs: Any, clock: FakeClock, message_client: Any
+) -> None:
+    # GIVEN a FIFO queue of 4 shards with messages in 8 groups, 3 in flight for 10 minutes
+    url = _fifo(sqs, "wide")
+    _send_groups(sqs, url, {f"g{n}": 2 for n in range(8)})
+    assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3,
+                                   VisibilityTimeout=600)["Messages"]) == 3
+    clock.advance(61)  # past the minute of the sends and the receive
+    assert _counts(sqs, url) == (13, 3, 0)
+    # WHEN the counts are read THEN the 4 count items come in one BatchGetItem, and no
+    # group item is read: none of them turns visible in this minute
+    assert _read_cost(sqs, url, message_client) == ({"BatchGetItem": 1}, 4)
