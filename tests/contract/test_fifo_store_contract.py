@@ -13,12 +13,13 @@ import pytest
 
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
-from chalicelib.domain.messages import Message, MessageRef
+from chalicelib.domain.messages import Counts, Message, MessageRef
 from chalicelib.fifo import rules as fifo
 from chalicelib.fifo.dynamo import DynamoFifoStore
 from chalicelib.fifo.store import FifoStore, GroupState, SendLayout
 from dmqlocal.folders import FolderBodyStore
-from tests.contract.conftest import Store
+from tests.clocks import FakeClock
+from tests.contract.conftest import Store, stream_counter
 from tests.unit.memory_fifo_store import MemoryFifoStore, MemoryFifoTable
 
 QUEUE = "000000000000/orders.fifo"
@@ -27,13 +28,24 @@ QUEUE = "000000000000/orders.fifo"
 TWINS = ["store", "memory"]
 
 
+class FrontEnds:
+    """Makes front ends over one table, and counts its stream into their count items."""
+
+    def __init__(self, make: Callable[[], FifoStore],
+                 count_in: Callable[[], None] = lambda: None) -> None:
+        self._make = make
+        self.count_in = count_in  # as the counting stream handler does (the twin: no-op)
+
+    def __call__(self) -> FifoStore:
+        return self._make()
+
+
 @pytest.fixture(params=TWINS)
-def front_ends(request: pytest.FixtureRequest, store: Store,
-               tmp_path: Path) -> Callable[[], FifoStore]:
+def front_ends(request: pytest.FixtureRequest, store: Store, tmp_path: Path) -> FrontEnds:
     """Front ends over one table: DynamoDB's (moto or DynamoDB Local), or the twin's."""
     if request.param == "memory":
         table = MemoryFifoTable()
-        return lambda: MemoryFifoStore(table)
+        return FrontEnds(lambda: MemoryFifoStore(table))
     control = store.messages.replace("dmq-messages-", "dmq-control-")
 
     def dynamo() -> FifoStore:
@@ -42,7 +54,9 @@ def front_ends(request: pytest.FixtureRequest, store: Store,
                                   ShardCounters(store.dynamodb, control))
         return DynamoFifoStore(base)
 
-    return dynamo
+    # The counting handler's clock, where the tests' times are (it keeps no past bucket).
+    counters = ShardCounters(store.dynamodb, control, clock=FakeClock(1_000))
+    return FrontEnds(dynamo, stream_counter(store, counters))
 
 
 def _message(number: int, dedup: str | None = None, now: int = 1_000) -> Message:
@@ -52,7 +66,7 @@ def _message(number: int, dedup: str | None = None, now: int = 1_000) -> Message
 
 
 def test_two_front_ends_commit_a_group_in_sequence_order(
-        front_ends: Callable[[], FifoStore]) -> None:
+        front_ends: FrontEnds) -> None:
     first, second = front_ends(), front_ends()
     # GIVEN front end 1 reserved its block, then front end 2 reserved a higher one and sent
     a = first.send(QUEUE, "queue", [(0, _message(1))], 1_000)[0].message
@@ -71,7 +85,7 @@ def test_two_front_ends_commit_a_group_in_sequence_order(
 
 
 def test_a_purge_ends_the_deduplication_of_the_ids_sent_by_it(
-        front_ends: Callable[[], FifoStore]) -> None:
+        front_ends: FrontEnds) -> None:
     fifo_store = front_ends()
     # GIVEN d1 sent at 1 s, d2 at 3 s, and a purge at 2 s
     first = fifo_store.send(QUEUE, "messageGroup", [(0, _message(1))], 1_000)[0].message
@@ -90,7 +104,7 @@ def test_a_purge_ends_the_deduplication_of_the_ids_sent_by_it(
 
 
 def test_a_claim_holds_the_group_and_deleting_the_hold_removes_it(
-        front_ends: Callable[[], FifoStore]) -> None:
+        front_ends: FrontEnds) -> None:
     fifo_store = front_ends()
     fifo_store.send(QUEUE, "queue", [(0, _message(1)), (0, _message(2))], 1_000)
     (group,) = fifo_store.ready_groups(QUEUE, 0, 2_000, 10)
@@ -100,7 +114,8 @@ def test_a_claim_holds_the_group_and_deleting_the_hold_removes_it(
     assert fifo_store.claim(QUEUE, [(group, entries, token)], 32_000, 2_000) == [0]
     assert fifo_store.claim(QUEUE, [(group, entries, token)], 32_000, 2_000) == []
     assert fifo_store.ready_groups(QUEUE, 0, 3_000, 10) == []
-    assert fifo_store.count(QUEUE, 0, 3_000).in_flight == 2
+    front_ends.count_in()
+    assert fifo_store.count(QUEUE, 0, 3_000) == Counts(visible=0, in_flight=2)
     # WHEN the whole hold is deleted THEN the messages and the group item are gone
     refs = [MessageRef(QUEUE, 0, e.sort_key, token) for e in entries]
     assert fifo_store.delete(refs, 3_000) == {}
@@ -113,7 +128,7 @@ def test_a_claim_holds_the_group_and_deleting_the_hold_removes_it(
 
 
 def test_deleting_part_of_a_hold_keeps_the_group_held_until_the_rest_goes(
-        front_ends: Callable[[], FifoStore]) -> None:
+        front_ends: FrontEnds) -> None:
     fifo_store = front_ends()
     fifo_store.send(QUEUE, "queue", [(0, _message(i)) for i in range(1, 4)], 1_000)
     (group,) = fifo_store.ready_groups(QUEUE, 0, 2_000, 10)
@@ -129,7 +144,7 @@ def test_deleting_part_of_a_hold_keeps_the_group_held_until_the_rest_goes(
 
 
 def test_a_resharded_send_counts_from_its_shards_opening_and_dedups_in_the_groups_slot(
-        front_ends: Callable[[], FifoStore]) -> None:
+        front_ends: FrontEnds) -> None:
     fifo_store = front_ends()
     # GIVEN a group's message in shard 0, its dedup item in shard 0's partition
     old = fifo_store.send(QUEUE, "messageGroup", [(0, _message(1))], 1_000)[0].message
@@ -165,14 +180,16 @@ def _claim_all(fifo_store: FifoStore, shard: int, now: int, until: int,
 
 
 def test_visibility_attempts_counts_peeks_and_purges_agree(
-        front_ends: Callable[[], FifoStore]) -> None:
+        front_ends: FrontEnds) -> None:
     fifo_store = front_ends()
     fifo_store.send(QUEUE, "queue", [(0, _message(1)), (0, _message(2))], 1_000)
-    assert fifo_store.count(QUEUE, 0, 1_000).in_flight == 0
+    front_ends.count_in()
+    assert fifo_store.count(QUEUE, 0, 1_000) == Counts(visible=2)
     assert [m.body for m in fifo_store.peek(QUEUE, 0, 10)] == ["m1", "m2"]
     # GIVEN the group claimed under a receive attempt id
     refs = _claim_all(fifo_store, 0, 2_000, 32_000, ("try-1", "r1", True))
-    assert len(refs) == 2 and fifo_store.count(QUEUE, 0, 2_000).in_flight == 2
+    front_ends.count_in()
+    assert len(refs) == 2 and fifo_store.count(QUEUE, 0, 2_000) == Counts(in_flight=2)
     # THEN the attempt gives back its claims, and its messages read back in that order
     assert fifo_store.attempt(QUEUE, "try-1", 3_000) == refs
     assert [e.message.body for e in fifo_store.read(refs)] == ["m1", "m2"]
@@ -190,7 +207,7 @@ def test_visibility_attempts_counts_peeks_and_purges_agree(
 
 
 def test_heads_are_removed_moved_delayed_and_empty_groups_dropped(
-        front_ends: Callable[[], FifoStore]) -> None:
+        front_ends: FrontEnds) -> None:
     fifo_store = front_ends()
     fifo_store.send(QUEUE, "queue", [(0, _message(i)) for i in range(1, 4)], 1_000)
     (group,) = fifo_store.ready_groups(QUEUE, 0, 2_000, 10)

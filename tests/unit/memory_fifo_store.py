@@ -305,6 +305,11 @@ class MemoryFifoStore:
         delayed = sum(1 for g in groups if g.visible_at > now_ms and not g.held)
         return Counts(max(0, len(mine) - in_flight - delayed), in_flight, delayed)
 
+    def count_many(self, shards: Sequence[tuple[str, int]],
+                   now_ms: int) -> dict[tuple[str, int], Counts]:
+        return {(queue_id, shard): self.count(queue_id, shard, now_ms)
+                for queue_id, shard in shards}
+
     def purge(self, queue_id: str, shard: int) -> int:
         with self.table.lock:
             gone = [k for k in self.table.messages if k[:2] == (queue_id, shard)]
