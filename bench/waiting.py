@@ -89,11 +89,14 @@ def _code(exc: Exception) -> str:
     return f"599 {type(exc).__name__}"
 
 
-def _make_queues(endpoint: str, count: int, prefix: str) -> list[str]:
+def _make_queues(endpoint: str, count: int, prefix: str, fifo: bool = False) -> list[str]:
     sqs = sqs_client(endpoint, 8, attempts=5)
+    suffix, attributes = (".fifo", {"FifoQueue": "true", "ContentBasedDeduplication": "true"}) \
+        if fifo else ("", {})
     with ThreadPoolExecutor(8) as pool:
         return list(pool.map(
-            lambda n: str(sqs.create_queue(QueueName=f"{prefix}-{n}")["QueueUrl"]),
+            lambda n: str(sqs.create_queue(QueueName=f"{prefix}-{n}{suffix}",
+                                           Attributes=attributes)["QueueUrl"]),
             range(count)))
 
 
@@ -111,12 +114,13 @@ def _settle(server: IdleServer, deadline: float, counted: bool) -> None:
 
 def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
             window_s: float = 4.0, send_rate: float = 200.0, prefix: str = "dmq-wait",
-            counted: bool = True) -> Waits:
+            counted: bool = True, fifo: bool = False) -> Waits:
     """Open the polls, count a quiet window (`counted`: DMQ runs behind the proxy), send
-    to each consumer, collect the answers."""
+    to each consumer, collect the answers. `fifo`: FIFO queues, each message a group of
+    its own."""
     assert server.dmq is not None and server.proxy is not None
     endpoint, pid = server.dmq.url, server.dmq.process.pid
-    urls = _make_queues(endpoint, queues, prefix)
+    urls = _make_queues(endpoint, queues, prefix, fifo)
     polls = [_Poll(n, url) for n, url in enumerate(urls)]
     polls += [_Poll(0, urls[0]) for _ in range(shared)]
     receiver = sqs_client(endpoint, len(polls) + 10, read_timeout=wait_s + 30, attempts=1)
@@ -148,7 +152,8 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     def send(index: int, p: _Poll) -> None:
         time.sleep(max(0.0, first + index * gap - time.monotonic()))
         try:
-            sender.send_message(QueueUrl=p.url, MessageBody=f"for-{index}")
+            group = {"MessageGroupId": f"g{index}"} if fifo else {}
+            sender.send_message(QueueUrl=p.url, MessageBody=f"for-{index}", **group)
             p.sent_at = time.monotonic()
         except (BotoCoreError, ClientError) as exc:
             send_errors["send: " + _code(exc)] += 1

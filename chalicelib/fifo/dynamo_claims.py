@@ -37,6 +37,20 @@ class FifoClaims(FifoSends):
             )
         return [self._group_state(shard, item) for item in result.get("Items", [])]
 
+    def first_visible_at(self, queue_id: str, shard: int, until_ms: int) -> int | None:
+        """The earliest `visible_at` of the shard's groups, if one is before `until_ms`
+        (one index entry read)."""
+        with translate_errors():
+            result = self._db.query(
+                TableName=self.table, IndexName=VISIBLE_INDEX, Limit=1,
+                KeyConditionExpression="pk = :pk AND visible_at < :until",
+                ExpressionAttributeValues={":pk": s_attr(items.partition_key(queue_id, shard)),
+                                           ":until": n_attr(until_ms)},
+                ProjectionExpression="visible_at",
+            )
+        found = result.get("Items", [])
+        return int(found[0]["visible_at"]["N"]) if found else None
+
     @staticmethod
     def _group_state(shard: int, item: Item) -> GroupState:
         return GroupState(shard, fifo.group_of_key(str(item["sk"]["S"])),

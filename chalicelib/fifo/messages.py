@@ -1,6 +1,9 @@
 """FIFO queues behind the message service's one interface (`message_kinds.MessageKind`):
 the checks of FIFO sends and receives, and `fifo.FifoService`'s ordered operations, with
-long polls woken when a group is released."""
+long polls woken when a group is released. Where every change is followed (the local
+server's stream pump), a waiting receive that found nothing sleeps until a change wakes it
+or its shards' first hidden group turns visible, as a standard queue's does: the shards'
+hints are the standard queues' (`ShardHints`), which the stream's changes void."""
 
 from __future__ import annotations
 
@@ -14,14 +17,22 @@ from chalicelib.fifo import service as fifo_rules
 from chalicelib.service.exceptions import SqsError
 from chalicelib.service.message_kinds import Build, Received, SendRequest, Stored
 from chalicelib.service.request_dedup import SendCall
+from chalicelib.service.standard_receive import ShardHints
 
 
 class FifoMessages:
     """The message operations of FIFO queues."""
 
-    def __init__(self, fifo: fifo_rules.FifoService, wakeups: Wakeups) -> None:
+    def __init__(self, fifo: fifo_rules.FifoService, wakeups: Wakeups,
+                 hints: ShardHints | None = None) -> None:
         self._fifo = fifo
         self._wakeups = wakeups
+        self._hints = hints or ShardHints()
+
+    def _touch(self, queue: QueueRecord) -> None:
+        """This process wrote to the queue: what its shards' hints said may be wrong."""
+        for shard in queue.shards:
+            self._hints.touch(queue.queue_id, shard.id)
 
     def check_batch(self, queue: QueueRecord,
                     entries: Sequence[tuple[str | None, str | None]]) -> None:
@@ -42,6 +53,7 @@ class FifoMessages:
               call: SendCall | None) -> Stored:
         """Store in order; a duplicate comes back as the original."""
         stored = self._fifo.store(queue, messages)
+        self._touch(queue)
         return Stored(stored, frozenset(), bool(stored))
 
     def replay(self, queue: QueueRecord, attempt_id: str | None) -> list[Received] | None:
@@ -56,18 +68,32 @@ class FifoMessages:
 
     def receive_once(self, queue: QueueRecord, wanted: int, timeout: int,
                      attempt_id: str | None) -> list[Received]:
-        """One pass over the shards: whole groups' heads, in order."""
-        return [Received(r.message, r.receipt_handle)
-                for r in self._fifo.receive_once(queue, wanted, timeout, attempt_id)]
+        """One pass over the shards: whole groups' heads, in order. Where changes are
+        followed and it found nothing, each shard read is hinted empty until its first
+        hidden group turns visible (unless a change came while it read)."""
+        following = self._hints.following()
+        writes = {s.id: self._hints.writes(queue.queue_id, s.id) for s in queue.shards} \
+            if following else {}
+        got = [Received(r.message, r.receipt_handle)
+               for r in self._fifo.receive_once(queue, wanted, timeout, attempt_id)]
+        if following and not got:
+            now, ready = self._fifo.ready_from(queue, self._hints.horizon_ms())
+            for shard, until in ready.items():
+                self._hints.hint_empty(queue.queue_id, shard, until, writes[shard], now)
+        return got
 
     def quiet_until(self, queue: QueueRecord, now: int) -> int | None:
-        """Unknown: a waiting FIFO receive looks again at each poll interval."""
-        return None
+        """Until when no shard is expected to deliver (0: one may now), where changes are
+        followed; None (look again at each poll interval) where they are not."""
+        if not self._hints.following():
+            return None
+        return self._hints.quiet_until(queue.queue_id, [s.id for s in queue.shards])
 
     def delete(self, queue: QueueRecord,
                refs: Sequence[tuple[str, str, MessageRef]]) -> list[tuple[str, SqsError]]:
         """Delete, releasing the groups whose hold is done (served again at once)."""
         failed = self._fifo.delete(queue, refs)
+        self._touch(queue)
         self._wakeups.notify(queue.queue_id)
         return failed
 
@@ -76,6 +102,7 @@ class FifoMessages:
         """Each message's new timeout; a group may be released by it."""
         outcomes = [VisibilityOutcome(self._fifo.change_visibility(queue, ref, timeouts[eid]))
                     for eid, ref in refs]
+        self._touch(queue)
         self._wakeups.notify(queue.queue_id)
         return outcomes
 

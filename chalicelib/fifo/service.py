@@ -229,6 +229,22 @@ class FifoService:
                            queue.queue_id, len(got))
         return got
 
+    def ready_from(self, queue: QueueRecord, horizon_ms: int) -> tuple[int, dict[int, int]]:
+        """When each shard a receive reads now may next deliver: when its first group turns
+        visible, or `horizon_ms` from now when none does before. A shard with a group
+        visible already, or whose delivery waits on a drain, is left out (unknown).
+        Returns (now, {shard: from when})."""
+        now = self._clock.now_ms()
+        until = now + horizon_ms
+        found: dict[int, int] = {}
+        for shard in queue.shards:
+            if not self._gate.delivers(queue, shard, now):
+                continue
+            first = self._store(shard.cluster).first_visible_at(queue.queue_id, shard.id, until)
+            if first is None or first > now:
+                found[shard.id] = until if first is None else first
+        return now, found
+
     def _from_shard(self, queue: QueueRecord, placed: Shard, wanted: int, timeout: int,
                     got: list[FifoReceived], attempt: tuple[str, str] | None) -> None:
         """Plan the heads of the shard's ready groups, then claim them in one transaction."""

@@ -81,6 +81,10 @@ class FifoStore(Protocol):
         """Groups whose `visible_at` has passed, oldest first."""
         ...
 
+    def first_visible_at(self, queue_id: str, shard: int, until_ms: int) -> int | None:
+        """The earliest `visible_at` of the shard's groups, if one is before `until_ms`."""
+        ...
+
     def head(self, queue_id: str, shard: int, group: str, limit: int) -> list[FifoEntry]:
         """A group's first messages, in order."""
         ...

@@ -104,7 +104,8 @@ class MessageService:
         self._standard = StandardMessages(stores, receipts, clock, wakeups, queue_by_arn,
                                           fair or Fairness(), sync_replicas)
         self._fifo = FifoMessages(fifo_rules.FifoService(fifo_stores or {}, receipts, clock,
-                                                         queue_by_arn), wakeups)
+                                                         queue_by_arn), wakeups,
+                                  self._standard.hints)
         self._receipts = receipts
         self._clock = clock
         self._wakeups = wakeups

@@ -47,6 +47,11 @@ class StandardMessages:
                                           fair, self._hints)
 
     @property
+    def hints(self) -> ShardHints:
+        """What this process knows of its shards (FIFO queues' share them)."""
+        return self._hints
+
+    @property
     def fairness(self) -> Fairness:
         """The fair-queue state that steers sends and reads the noisy lanes."""
         return self._receiver.fairness

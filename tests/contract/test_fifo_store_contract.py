@@ -231,3 +231,20 @@ def test_heads_are_removed_moved_delayed_and_empty_groups_dropped(
     assert fifo_store.remove_head(QUEUE, later, fifo_store.head(QUEUE, 0, "g", 10))
     fifo_store.drop_group(QUEUE, later)
     assert fifo_store.ready_groups(QUEUE, 0, 60_000, 10) == [] and fifo_store.is_empty(QUEUE, 0)
+
+
+def test_the_first_group_to_turn_visible_is_found_within_a_bound(
+        front_ends: FrontEnds) -> None:
+    fifo_store = front_ends()
+    assert fifo_store.first_visible_at(QUEUE, 0, 600_000) is None
+    fifo_store.send(QUEUE, "queue", [(0, _message(1))], 1_000)
+    fifo_store.send(QUEUE, "queue", [(0, _message(2).with_changes(group_id="h"))], 1_000)
+    # GIVEN two groups ready since 1,000: the first is visible already
+    assert fifo_store.first_visible_at(QUEUE, 0, 600_000) == 1_000
+    # WHEN both are claimed, until 32,000 and 20,000 THEN the sooner is found, if in bound
+    refs = _claim_all(fifo_store, 0, 2_000, 32_000, None)
+    assert len(refs) == 2
+    assert fifo_store.change_visibility(refs[1], 20_000, 3_000) == "changed"
+    assert fifo_store.first_visible_at(QUEUE, 0, 600_000) == 20_000
+    assert fifo_store.first_visible_at(QUEUE, 0, 20_000) is None
+    assert fifo_store.first_visible_at(QUEUE, 1, 600_000) is None

@@ -3,7 +3,8 @@ proxy in front of the store, and 200 consumers long-polling at once (150 on queu
 their own, 50 more on one shared queue) WHEN they have all waited a while, then one
 message is sent for each THEN every message sent during the wait is delivered in that
 wait (no missed wake-up), no answer is a 500 or above, and the waiting consumers cost
-the store nothing: it sees at most 2 requests a second, the stream pump's own reads."""
+the store nothing: it sees at most 2 requests a second, the stream pump's own reads. The
+same holds on FIFO queues."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from bench.waiting import IDLE_TARGET_PER_S, measure
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server() -> Iterator[IdleServer]:
     idle = IdleServer()
     try:
@@ -36,4 +37,17 @@ def test_two_hundred_waiting_consumers_each_get_their_message_in_the_same_wait(
     assert waits.delivered == 200, waits
     assert waits.idle_per_s <= IDLE_TARGET_PER_S, waits.idle_by_operation
     # No receive reads the index while everyone waits (the rest is the pump and timers)
+    assert "Query" not in waits.idle_by_operation, waits.idle_by_operation
+
+
+def test_waiting_fifo_consumers_cost_the_store_nothing_and_each_gets_its_message(
+    server: IdleServer,
+) -> None:
+    waits = measure(server, queues=40, shared=20, send_rate=50.0, prefix="e2e-wait-fifo",
+                    fifo=True)
+    assert waits.consumers == 60
+    assert waits.server_errors == 0, waits.errors
+    assert waits.missed == 0, waits
+    assert waits.delivered == 60, waits
+    assert waits.idle_per_s <= IDLE_TARGET_PER_S, waits.idle_by_operation
     assert "Query" not in waits.idle_by_operation, waits.idle_by_operation

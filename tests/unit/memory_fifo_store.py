@@ -121,6 +121,12 @@ class MemoryFifoStore:
         return [GroupState(shard, name, visible_at, fifo.claim_place(claim))
                 for visible_at, name, claim in ready[:limit]]
 
+    def first_visible_at(self, queue_id: str, shard: int, until_ms: int) -> int | None:
+        with self.table.lock:
+            return min((g.visible_at for (q, s, _), g in self.table.groups.items()
+                        if (q, s) == (queue_id, shard) and g.visible_at < until_ms),
+                       default=None)
+
     def head(self, queue_id: str, shard: int, group: str, limit: int) -> list[FifoEntry]:
         prefix = fifo.message_prefix(group)
         with self.table.lock:
