@@ -30,11 +30,18 @@ ID_TIME = "%Y%m%dT%H%M%S%f"
 
 @dataclass(frozen=True)
 class DataPart:
-    """One data file of an export, as its files manifest names it."""
+    """One data file of an export, as its files manifest names it (its bytes are written
+    at once; only their MD5 is kept, for the manifest)."""
 
     key: str  # under the data folder, as an S3 key under the bucket
     items: int
-    data: bytes
+    md5: bytes
+
+    @classmethod
+    def written(cls, sink: Sink, key: str, items: int, data: bytes) -> DataPart:
+        """Write a data file to `sink`; what the manifest says of it."""
+        sink.put(key, data)
+        return cls(key, items, hashlib.md5(data).digest())
 
 
 def iso(moment: datetime) -> str:
@@ -61,8 +68,8 @@ def finish(sink: Sink, summary: dict[str, Any], parts: list[DataPart]) -> None:
     """Write the files manifest, then the summary (last: it makes the export complete)."""
     lines = "".join(json.dumps({
         "itemCount": part.items,
-        "md5Checksum": base64.b64encode(hashlib.md5(part.data).digest()).decode(),
-        "etag": hashlib.md5(part.data).hexdigest(),
+        "md5Checksum": base64.b64encode(part.md5).decode(),
+        "etag": part.md5.hex(),
         "dataFileS3Key": part.key,
     }) + "\n" for part in parts)
     sink.put(summary["manifestFilesS3Key"], lines.encode())

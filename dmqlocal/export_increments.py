@@ -208,8 +208,8 @@ class IncrementalExporter:
         parts = []
         for start in range(0, max(len(lines), 1), ITEMS_PER_PART):
             chunk = lines[start:start + ITEMS_PER_PART]
-            part = folders.DataPart(folders.part_key(prefix), len(chunk), json_lines_gz(chunk))
-            self._sink.put(part.key, part.data)
+            part = folders.DataPart.written(self._sink, folders.part_key(prefix), len(chunk),
+                                            json_lines_gz(chunk))
             parts.append(part)
         table_arn = group.stream_arn.split("/stream/", 1)[0]
         folders.finish(self._sink, {

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.backend.archive import json_lines_gz, redact_image
+from chalicelib.backend.archive import JsonLinesGz, redact_image
 from chalicelib.metadata.epoch import ensure_epoch
 from chalicelib.metadata.repository import CATALOGUE_KEY
 from dmqlocal import export_folders as folders
@@ -190,24 +190,25 @@ class TableExporter:
         folder = f"{prefix}/AWSDynamoDB/{folders.new_export_id(started)}"
         described, stream = self._stream(target)
         parts: list[folders.DataPart] = []
-        batch: list[dict[str, Any]] = []
+        # Each item is compressed as the scan reads it: what is held is a part's
+        # compressed bytes, not its items (a part of 10,000 items took tens of MB).
+        part = JsonLinesGz()
 
         def write_part() -> None:
-            part = folders.DataPart(folders.part_key(folder), len(batch),
-                                    json_lines_gz({"Item": redact_image(i)} for i in batch))
-            self._sink.put(part.key, part.data)
-            parts.append(part)
-            batch.clear()
+            nonlocal part
+            parts.append(folders.DataPart.written(self._sink, folders.part_key(folder),
+                                                  part.rows, part.finish()))
+            part = JsonLinesGz()
 
         try:
             for item in _scan(target.dynamodb, target.table, self.cancelled):
-                batch.append(item)
-                if len(batch) >= ITEMS_PER_PART:
+                part.add({"Item": redact_image(item)})
+                if part.rows >= ITEMS_PER_PART:
                     write_part()
         except ExportCancelledError:
             shutil.rmtree(self._root / folder, ignore_errors=True)
             raise
-        if batch or not parts:
+        if part.rows or not parts:
             write_part()
         table_arn = str(described.get("TableArn", ""))
         summary = {

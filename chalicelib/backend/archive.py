@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -54,6 +55,27 @@ class S3Sink:
     def put(self, key: str, data: bytes) -> None:
         self._s3.put_object(Bucket=self._bucket, Key=self._prefix + key, Body=data,
                             ServerSideEncryption="AES256")
+
+
+class JsonLinesGz:
+    """Gzip JSON lines written a row at a time: only the compressed bytes are held, not
+    the rows nor their text."""
+
+    def __init__(self) -> None:
+        self._out = io.BytesIO()
+        self._gzip = gzip.GzipFile(fileobj=self._out, mode="wb", compresslevel=6, mtime=0)
+        self.rows = 0
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Compress one more row."""
+        line = json.dumps(row, separators=(",", ":"), sort_keys=True, default=str) + "\n"
+        self._gzip.write(line.encode("utf-8"))
+        self.rows += 1
+
+    def finish(self) -> bytes:
+        """The gzip file of the rows added."""
+        self._gzip.close()
+        return self._out.getvalue()
 
 
 def json_lines_gz(rows: Iterable[Mapping[str, Any]]) -> bytes:
