@@ -7,6 +7,7 @@ hints are the standard queues' (`ShardHints`), which the stream's changes void."
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -28,6 +29,9 @@ class FifoMessages:
         self._fifo = fifo
         self._wakeups = wakeups
         self._hints = hints or ShardHints()
+        # Per thread: the queue a receive last read, and its shards' write counts before
+        # the read (what a hint made after it must still match).
+        self._reads = threading.local()
 
     def _touch(self, queue: QueueRecord) -> None:
         """This process wrote to the queue: what its shards' hints said may be wrong."""
@@ -68,25 +72,27 @@ class FifoMessages:
 
     def receive_once(self, queue: QueueRecord, wanted: int, timeout: int,
                      attempt_id: str | None) -> list[Received]:
-        """One pass over the shards: whole groups' heads, in order. Where changes are
-        followed and it found nothing, each shard read is hinted empty until its first
-        hidden group turns visible (unless a change came while it read)."""
-        following = self._hints.following()
-        writes = {s.id: self._hints.writes(queue.queue_id, s.id) for s in queue.shards} \
-            if following else {}
-        got = [Received(r.message, r.receipt_handle)
-               for r in self._fifo.receive_once(queue, wanted, timeout, attempt_id)]
-        if following and not got:
-            now, ready = self._fifo.ready_from(queue, self._hints.horizon_ms())
-            for shard, until in ready.items():
-                self._hints.hint_empty(queue.queue_id, shard, until, writes[shard], now)
-        return got
+        """One pass over the shards: whole groups' heads, in order."""
+        self._reads.last = (queue.queue_id, {
+            s.id: self._hints.writes(queue.queue_id, s.id) for s in queue.shards})
+        return [Received(r.message, r.receipt_handle)
+                for r in self._fifo.receive_once(queue, wanted, timeout, attempt_id)]
 
     def quiet_until(self, queue: QueueRecord, now: int) -> int | None:
         """Until when no shard is expected to deliver (0: one may now), where changes are
-        followed; None (look again at each poll interval) where they are not."""
+        followed; None (look again at each poll interval) where they are not. Asked of a
+        waiting receive whose pass found nothing: each shard it read is hinted empty until
+        its first hidden group turns visible, unless a change came since the pass began
+        (only a receive that waits pays that read)."""
+        last, self._reads.last = getattr(self._reads, "last", None), None
         if not self._hints.following():
             return None
+        if last is not None and last[0] == queue.queue_id:
+            read_at, ready = self._fifo.ready_from(queue, self._hints.horizon_ms())
+            for shard, until in ready.items():
+                if shard in last[1]:
+                    self._hints.hint_empty(queue.queue_id, shard, until, last[1][shard],
+                                           read_at)
         return self._hints.quiet_until(queue.queue_id, [s.id for s in queue.shards])
 
     def delete(self, queue: QueueRecord,

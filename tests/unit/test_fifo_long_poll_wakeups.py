@@ -86,13 +86,20 @@ def test_a_waiting_fifo_receive_reads_nothing_while_nothing_changes() -> None:
     send(service, queue, "held")
     assert len(service.receive(queue, 1, 30, 0)) == 1
     before = store.reads
-    # WHEN a receive waits 2 s THEN it reads each shard at the start and at the end of its
-    # wait (its ready groups, then when the first hidden one turns visible), not at every
+    # WHEN a receive waits 2 s THEN it reads each shard's ready groups at the start and at
+    # the end of its wait, and once when its first hidden one turns visible, not at every
     # poll interval (ten times)
     started = time.monotonic()
     assert service.receive(queue, 1, 30, 2) == []
     assert time.monotonic() - started >= 1.9
-    assert store.reads - before == 2 * 2 * len(queue.shards)
+    assert store.reads - before == 3 * len(queue.shards)
+
+
+def test_a_receive_that_does_not_wait_makes_no_read_for_the_hints() -> None:
+    store = CountingFifoStore(MemoryFifoTable())
+    service, queue = service_over(store, lambda: True), fifo_queue()
+    assert service.receive(queue, 1, 30, 0) == []
+    assert store.reads == len(queue.shards)  # the ready groups of each shard, no more
 
 
 def test_without_changes_followed_it_reads_at_each_poll_interval() -> None:
@@ -151,3 +158,7 @@ def test_a_change_while_the_receive_reads_leaves_no_hint() -> None:
     assert service.receive(queue, 1, 30, 0) == []
     # THEN the shard is not known to be quiet: a wait would look again at its interval
     assert service._fifo.quiet_until(queue, int(time.time() * 1000)) == 0
+    # AND without the change, the same pass leaves the shard hinted quiet
+    store.ready_groups = original  # type: ignore[method-assign]
+    assert service.receive(queue, 1, 30, 0) == []
+    assert service._fifo.quiet_until(queue, int(time.time() * 1000)) > time.time() * 1000
