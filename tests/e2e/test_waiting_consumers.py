@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench.idle_cost import IdleServer
-from bench.waiting import IDLE_TARGET_PER_S, measure
+from bench.waiting import IDLE_TARGET_PER_S, Waits, measure
 
 pytestmark = pytest.mark.e2e
 
@@ -27,27 +27,26 @@ def server() -> Iterator[IdleServer]:
         idle.stop()
 
 
-def test_two_hundred_waiting_consumers_each_get_their_message_in_the_same_wait(
-    server: IdleServer,
-) -> None:
-    waits = measure(server, queues=150, shared=50, send_rate=50.0, prefix="e2e-wait")
-    assert waits.consumers == 200
+def _each_got_its_message_at_no_cost(waits: Waits, consumers: int) -> None:
+    assert waits.consumers == consumers
     assert waits.server_errors == 0, waits.errors
     assert waits.missed == 0, waits
-    assert waits.delivered == 200, waits
+    assert waits.delivered == consumers, waits
     assert waits.idle_per_s <= IDLE_TARGET_PER_S, waits.idle_by_operation
     # No receive reads the index while everyone waits (the rest is the pump and timers)
     assert "Query" not in waits.idle_by_operation, waits.idle_by_operation
 
 
+def test_two_hundred_waiting_consumers_each_get_their_message_in_the_same_wait(
+    server: IdleServer,
+) -> None:
+    _each_got_its_message_at_no_cost(
+        measure(server, queues=150, shared=50, send_rate=50.0, prefix="e2e-wait"), 200)
+
+
 def test_waiting_fifo_consumers_cost_the_store_nothing_and_each_gets_its_message(
     server: IdleServer,
 ) -> None:
-    waits = measure(server, queues=40, shared=20, send_rate=50.0, prefix="e2e-wait-fifo",
-                    fifo=True)
-    assert waits.consumers == 60
-    assert waits.server_errors == 0, waits.errors
-    assert waits.missed == 0, waits
-    assert waits.delivered == 60, waits
-    assert waits.idle_per_s <= IDLE_TARGET_PER_S, waits.idle_by_operation
-    assert "Query" not in waits.idle_by_operation, waits.idle_by_operation
+    _each_got_its_message_at_no_cost(
+        measure(server, queues=40, shared=20, send_rate=50.0, prefix="e2e-wait-fifo",
+                fifo=True), 60)

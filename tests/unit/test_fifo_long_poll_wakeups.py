@@ -4,7 +4,6 @@ store read while nothing changes, as a standard queue's long poll."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,11 +12,12 @@ from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import SystemClock
 from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.queues import QueueRecord, Shard
-from chalicelib.service.messages import MessageService, Received, SendRequest
+from chalicelib.service.messages import MessageService, SendRequest
 from chalicelib.service.queue_kinds import FIFO
 from chalicelib.service.receipts import ReceiptCodec
 from tests.unit.memory_fifo_store import MemoryFifoStore, MemoryFifoTable
 from tests.unit.memory_store import MemoryStore
+from tests.unit.test_long_poll_wakeups import in_background
 
 POLL_INTERVAL_MS = 200
 
@@ -53,18 +53,6 @@ def service_over(store: CountingFifoStore, following: Callable[[], bool] | None,
     if following is not None:
         service.follow_changes(following)
     return service
-
-
-def in_background(call: Callable[[], list[Received]]) -> tuple[threading.Thread, list[Any]]:
-    out: list[Any] = []
-
-    def run() -> None:
-        started = time.monotonic()
-        out.append((call(), time.monotonic() - started))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
 
 
 def group_record(queue_id: str, shard: int, visible_at: int) -> dict[str, Any]:
