@@ -44,6 +44,7 @@ class Waits:
     idle_by_operation: dict[str, int]
     latencies_ms: tuple[float, ...]
     rss_growth_kb_per_consumer: float | None
+    thread_growth: int | None = None  # the server's threads while all wait, less before
 
     @property
     def server_errors(self) -> int:
@@ -69,16 +70,27 @@ class _Poll:
     error: str | None = None
 
 
-def _rss_kb(pid: int) -> float | None:
-    """The process's resident memory, in KB (None where /proc does not say)."""
+def _status(pid: int, field: str) -> float | None:
+    """A figure of the process's /proc status (None where /proc does not say)."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return float(line.split()[1])
     except OSError:
         return None
     return None
+
+
+def _rss_kb(pid: int) -> float | None:
+    """The process's resident memory, in KB (None where /proc does not say)."""
+    return _status(pid, "VmRSS")
+
+
+def _threads(pid: int) -> int | None:
+    """The process's threads now."""
+    threads = _status(pid, "Threads")
+    return None if threads is None else int(threads)
 
 
 def _code(exc: Exception) -> str:
@@ -124,7 +136,7 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     polls = [_Poll(n, url) for n, url in enumerate(urls)]
     polls += [_Poll(0, urls[0]) for _ in range(shared)]
     receiver = sqs_client(endpoint, len(polls) + 10, read_timeout=wait_s + 30, attempts=1)
-    rss_before = _rss_kb(pid)
+    rss_before, threads_before = _rss_kb(pid), _threads(pid)
 
     def poll(p: _Poll) -> None:
         try:
@@ -144,7 +156,7 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     time.sleep(window_s if counted else 1.0)
     end = time.monotonic()
     idle = server.proxy.by_operation(start, end) if counted else {}
-    rss_waiting = _rss_kb(pid)
+    rss_waiting, threads_waiting = _rss_kb(pid), _threads(pid)
     sender = sqs_client(endpoint, 16, attempts=1)
     send_errors: Counter[str] = Counter()
     gap = 1.0 / send_rate if send_rate > 0 else 0.0
@@ -179,8 +191,11 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
             latencies.append(max(0.0, (got_by.ended_at - p.sent_at) * 1000))
     growth = (None if rss_before is None or rss_waiting is None
               else round((rss_waiting - rss_before) / max(1, len(polls)), 1))
+    thread_growth = (None if threads_before is None or threads_waiting is None
+                     else threads_waiting - threads_before)
     return Waits(len(polls), len(delivered), missed, dict(errors),
-                 round(sum(idle.values()) / (end - start), 2), idle, tuple(latencies), growth)
+                 round(sum(idle.values()) / (end - start), 2), idle, tuple(latencies), growth,
+                 thread_growth)
 
 
 def report(waits: Waits, one: Waits | None = None) -> str:
@@ -216,6 +231,10 @@ def report(waits: Waits, one: Waits | None = None) -> str:
             waits.idle_per_s <= IDLE_TARGET_PER_S, f"<= {IDLE_TARGET_PER_S:g}"),
         row("server memory per waiting consumer", growth,
             kb is not None and kb <= MEMORY_TARGET_KB, f"<= {MEMORY_TARGET_KB:g} KB"),
+        row("server threads added while all wait",
+            lambda w: "not measured" if w.thread_growth is None else f"{w.thread_growth}",
+            waits.thread_growth is not None and waits.thread_growth < waits.consumers / 10,
+            "no thread per wait"),
     ])
 
 

@@ -56,6 +56,9 @@ class ConnectionGateway(LocalGateway):
             return self.handle_request(method, path, headers, body)
         finally:
             self._serving.connection = None
+            # The request is not kept with its thread (a parked long poll's thread sleeps
+            # on: the next serving sets it again).
+            self._app_object.current_request = None
 
     def _generate_lambda_event(self, method: str, path: str, headers: Any,
                                body: bytes | None) -> Any:

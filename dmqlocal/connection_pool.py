@@ -13,6 +13,10 @@ refused: answered 503 in the SQS shape and closed. A connection idle for
 
 One thread (`dmq-http-idle`) owns the selector; other threads hand it work through a
 queue and a wake-up socket, so the selector is never changed from two threads at once.
+
+A connection whose long poll parks (`chalicelib/service/parking.py`) is held without a
+thread too, outside the selector (it is at work, not idle: never evicted, never timed
+out), until its wake-up calls back: it then gets a thread again, which serves the rest.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dmqlocal.http_errors import sqs_error
 
@@ -95,7 +99,14 @@ class PooledConnection:
     idle_until: float = 0.0
 
 
-Serve = Callable[[PooledConnection], bool]  # True: keep the connection (it went idle)
+class Parked(Protocol):
+    """A request that waits without a thread: it calls back once, to be served on."""
+
+    def watch(self, callback: Callable[[], None]) -> None: ...
+
+
+# True: keep the connection (it went idle); False: close it; Parked: wait for its call.
+Serve = Callable[[PooledConnection], "bool | Parked"]
 
 
 class ConnectionPool:
@@ -110,6 +121,7 @@ class ConnectionPool:
         self._lock = threading.Lock()
         self._open = 0  # accepted and not closed yet, wherever they are
         self._active = 0
+        self._parked = 0  # connections whose request waits, parked, without a thread
         self._inbox: collections.deque[tuple[PooledConnection, bool]] = collections.deque()
         self._idle: collections.OrderedDict[int, PooledConnection] = collections.OrderedDict()
         self._selector = selectors.DefaultSelector()
@@ -133,9 +145,14 @@ class ConnectionPool:
         self._thread.join(timeout=5)
 
     def counts(self) -> tuple[int, int, int]:
-        """(open, idle, at work) connections right now."""
+        """(open, idle, at work) connections right now (at work: parked ones too)."""
         with self._lock:
-            return self._open, len(self._idle), self._active
+            return self._open, len(self._idle), self._active + self._parked
+
+    def parked(self) -> int:
+        """Connections whose long poll waits, parked, without a thread."""
+        with self._lock:
+            return self._parked
 
     # -- other threads ------------------------------------------------------------------
     def offer(self, sock: socket.socket, address: Any) -> None:
@@ -161,10 +178,23 @@ class ConnectionPool:
             keep = False
         with self._lock:
             self._active -= 1
+            if not isinstance(keep, bool):
+                self._parked += 1
+        if not isinstance(keep, bool):  # its thread ends here; its call-back resumes it
+            keep.watch(lambda: self._resume(connection))
+            return
         if keep and not self._stopping.is_set():
             self._post(connection, False)
         else:
             self._drop(connection)
+
+    def _resume(self, connection: PooledConnection) -> None:
+        """A parked connection's call-back: a thread serves it on (it must not block)."""
+        with self._lock:
+            self._parked -= 1
+            self._active += 1
+        threading.Thread(target=self._work, args=(connection,), name="dmq-http-conn",
+                         daemon=True).start()
 
     def _drop(self, connection: PooledConnection) -> None:
         try:

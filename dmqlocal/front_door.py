@@ -23,6 +23,7 @@ from chalicelib.frontend.context import region_from_headers
 from chalicelib.frontend.refusals import refusal
 from chalicelib.frontend.sigv4 import SignedRequest
 from chalicelib.runtime import Runtime
+from chalicelib.service import parking
 from chalicelib.service.exceptions import RateThrottledError
 from dmqlocal.http_errors import Reply
 
@@ -64,4 +65,8 @@ class FrontDoor:
                 time.sleep(min(exc.retry_after_s, MAX_HOLD_S))
                 answer = refusal(exc, method, headers, dict(pairs))
                 refused = (answer.status, answer.headers, answer.body.encode("utf-8"))
+            else:
+                # Admitted outside the app: its long polls may park (the server serves
+                # them again under the same ticket, `chalicelib/service/parking.py`).
+                admitted.enter_context(parking.parkable_here())
             yield refused

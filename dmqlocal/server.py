@@ -11,6 +11,7 @@ of up to 20 s) is not bounded: only reading the request is.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
 import logging
 import select
@@ -19,7 +20,7 @@ import ssl
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -29,6 +30,7 @@ from chalice import Chalice
 from chalice.config import Config
 from chalice.local import LocalGatewayException, RouteMatcher
 
+from chalicelib.service import parking
 from chalicelib.settings import Settings
 from dmqlocal import http_headers
 from dmqlocal.connection import Connection, ConnectionGateway, trusted_headers
@@ -58,6 +60,8 @@ NO_BODY_STATUSES = (204, 304)
 # waits, idle or in a long poll, so it is a cost per waiting consumer. A body larger than
 # the buffer is read straight into its own bytes.
 READ_BUFFER = 8 * 1024
+# A request's serving: suspended at each park of its long poll (`parking.serving`).
+Serving = Generator[parking.Continuation, None, None]
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
         # connection pool holds the connection, without a thread, while it is idle.
         self.request, self.client_address, self.server = request, client_address, server
         self._ready = False
+        self._parked: tuple[Serving, contextvars.Context, parking.Continuation] | None = None
 
     def setup(self) -> None:
         if isinstance(self.request, ssl.SSLSocket):
@@ -121,27 +126,57 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the request log quiet; errors still reach the logger."""
 
-    def serve_ready(self) -> bool:
+    def serve_ready(self) -> bool | parking.Continuation:
         """Serve the request that has begun to arrive, and the next ones while they come
         within HOT_S; True when the connection stays open (idle), False when it is done
-        (closed by either side, refused, or a peer that goes away or stalls)."""
+        (closed by either side, refused, or a peer that goes away or stalls). A long poll
+        that parks gives its continuation: the connection is served again, from where it
+        stopped, once that calls back (`parking`)."""
         try:
-            if not self._ready:
-                self._ready = True
-                self.setup()
-                if self._handshake_failed:
-                    return False
-                if not self._next_request_soon():  # a TLS handshake, no request yet
-                    return True
+            resumed = self._parked
+            if resumed is None and not self._ready:
+                begun = self._begin()
+                if begun is not None:
+                    return begun
             while True:
-                self.close_connection = True
-                self.handle_one_request()
+                if resumed is not None:
+                    serving, context, _ = resumed
+                    resumed = None
+                else:
+                    self.close_connection = True
+                    serving, context = self._handle_one(), contextvars.copy_context()
+                parked = self._advance(serving, context)
+                if parked is not None:
+                    return parked
                 if self.close_connection:
                     return False
                 if not self._next_request_soon():
                     return True
         except OSError:  # reset, broken pipe, or a timeout while writing
             return False
+
+    def _begin(self) -> bool | None:
+        """A new connection's set-up (its TLS handshake included): None to serve its first
+        request, or what `serve_ready` answers."""
+        self._ready = True
+        self.setup()
+        if self._handshake_failed:
+            return False
+        if not self._next_request_soon():  # a TLS handshake, no request yet
+            return True
+        return None
+
+    def _advance(self, serving: Serving,
+                 context: contextvars.Context) -> parking.Continuation | None:
+        """Run a request's serving, in its own context (kept while it is parked), until it
+        is answered (None) or parks (its continuation; the serving is kept in `_parked`)."""
+        self._parked = None
+        try:
+            continuation = context.run(serving.send, None)
+        except StopIteration:
+            return None
+        self._parked = (serving, context, continuation)
+        return continuation
 
     def _next_request_soon(self) -> bool:
         """True when the next request has begun to arrive, or does within HOT_S."""
@@ -152,7 +187,11 @@ class _Handler(BaseHTTPRequestHandler):
         return bool(poller.poll(HOT_S * 1000))
 
     def close(self) -> None:
-        """End the connection: its streams, then the socket."""
+        """End the connection: a parked request's serving, its streams, then the socket."""
+        if self._parked is not None:
+            serving, context, _ = self._parked
+            self._parked = None
+            context.run(serving.close)
         if self._ready:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 self.finish()
@@ -160,8 +199,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.request.shutdown(socket.SHUT_WR)
         self.request.close()
 
-    def handle_one_request(self) -> None:
-        """Read one request within the time limits, then serve it."""
+    def _handle_one(self) -> Serving:
+        """Read one request within the time limits, then serve it (parking where its
+        long poll parks)."""
         self.requestline, self.request_version, self.command = "", "HTTP/1.1", ""
         # Bytes have arrived (an idle connection waits in the pool, not here).
         self._socket_in.deadline = time.monotonic() + self.limits.request_timeout_s
@@ -179,7 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._socket_in.deadline = time.monotonic() + self.limits.request_timeout_s
         try:
-            self._serve_one()
+            yield from self._serve_one()
         except TimeoutError:
             if self._socket_in.deadline is None:  # writing the answer stalled: just close
                 self.close_connection = True
@@ -190,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(*sqs_error(exc.status, exc.message, exc.code), close=True)
         self.wfile.flush()
 
-    def _serve_one(self) -> None:
+    def _serve_one(self) -> Serving:
         if len(self.raw_requestline) > MAX_REQUEST_LINE:
             raise HttpError(414, "The request line is too long.")
         if not self.raw_requestline.strip():
@@ -203,9 +243,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._socket_in.deadline = None
         # Writing the answer must not hang on a client that stopped reading.
         self.connection.settimeout(self.limits.request_timeout_s)
-        self._reply(*self._respond(body), close=False)
+        reply = yield from self._respond(body)
+        self._reply(*reply, close=False)
 
-    def _respond(self, body: bytes) -> Reply:
+    def _respond(self, body: bytes) -> Generator[parking.Continuation, None, Reply]:
         """The app's answer (or a local route's), errors in the SQS shape."""
         connection = Connection(str(self.client_address[0]), self.https)
         headers = trusted_headers({k.lower(): v for k, v in self.headers.items()}, connection,
@@ -218,7 +259,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return sqs_error(404, f"No SQS operation at {self.path[:200]!r}: SQS "
                                       "requests are POST /.")
             else:
-                status, out_headers, payload = self._through_gate(connection, headers, body)
+                status, out_headers, payload = yield from self._through_gate(
+                    connection, headers, body)
         except LocalGatewayException as exc:
             status, out_headers, payload = exc.CODE, exc.headers, exc.body
         except Exception:  # a fault is an SQS InternalError, never a hang-up
@@ -229,8 +271,8 @@ class _Handler(BaseHTTPRequestHandler):
             return reshaped(status, out_headers, data)
         return status, {k: str(v) for k, v in out_headers.items()}, data
 
-    def _through_gate(self, connection: Connection, headers: dict[str, str],
-                      body: bytes) -> tuple[int, Any, Any]:
+    def _through_gate(self, connection: Connection, headers: dict[str, str], body: bytes
+                      ) -> Generator[parking.Continuation, None, tuple[int, Any, Any]]:
         """The app's answer, once the front door admitted the request (its refusal else)."""
         with contextlib.ExitStack() as admitted:
             if self.gate is not None:
@@ -238,7 +280,10 @@ class _Handler(BaseHTTPRequestHandler):
                     self.gate(self.command, self.path, headers, body))
                 if refused is not None:
                     return refused
-            response = self.gateway.serve(connection, self.command, self.path, headers, body)
+            # A long poll the app parks is kept here, in the suspended serving, without a
+            # thread, and served again when woken (chalicelib/service/parking.py).
+            response = yield from parking.serving(lambda: self.gateway.serve(
+                connection, self.command, self.path, headers, body))
             return (response["statusCode"], response.get("headers") or {},
                     response.get("body"))
 
@@ -316,12 +361,14 @@ class _Server(HTTPServer):
         a request to serve (never the accepting thread)."""
         self.pool.offer(request, client_address)
 
-    def serve_connection(self, connection: PooledConnection) -> bool:
-        """Serve what the connection sends now; True when it stays open, idle."""
+    def serve_connection(self, connection: PooledConnection) -> bool | parking.Continuation:
+        """Serve what the connection sends now; True when it stays open, idle (a parked
+        long poll's continuation when it parks)."""
         if connection.state is None:
             handler: Any = self.RequestHandlerClass
             connection.state = handler(connection.sock, connection.address, self)
-        return bool(connection.state.serve_ready())
+        answer: bool | parking.Continuation = connection.state.serve_ready()
+        return answer
 
     @staticmethod
     def close_connection(connection: PooledConnection) -> None:

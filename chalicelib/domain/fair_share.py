@@ -20,9 +20,10 @@ work, rather than taking the connections other accounts need.
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -159,17 +160,24 @@ def idle() -> Iterator[None]:
         held.share.enter(held.account, force=True)
 
 
-@contextmanager
-def long_poll(waits: bool) -> Iterator[None]:
-    """Around a receive that may wait (`waits`): it counts as one of its account's long
-    polls while it runs; WaitShareExceeded, before anything is done, when the account has
-    its share of them in progress already. Outside a request's share, nothing is counted."""
+def start_long_poll(waits: bool) -> Callable[[], None] | None:
+    """Count a receive that may wait (`waits`) as one of its account's long polls until
+    the returned release is called (None: nothing was counted); WaitShareExceeded, with
+    nothing counted, when the account has its share of them in progress already. Outside
+    a request's share, nothing is counted."""
     held = _HELD.get()
     if not waits or held is None:
-        yield
-        return
+        return None
     held.share.start_poll(held.account)
+    return functools.partial(held.share.end_poll, held.account)
+
+
+@contextmanager
+def long_poll(waits: bool) -> Iterator[None]:
+    """`start_long_poll` around a receive that may wait."""
+    release = start_long_poll(waits)
     try:
         yield
     finally:
-        held.share.end_poll(held.account)
+        if release is not None:
+            release()

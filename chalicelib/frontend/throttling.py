@@ -8,6 +8,7 @@ from chalicelib.frontend import admission
 from chalicelib.frontend.context import RequestContext
 from chalicelib.frontend.params import Params
 from chalicelib.frontend.services import Services
+from chalicelib.service import parking
 
 
 def caller_account(context: RequestContext) -> str:
@@ -32,8 +33,8 @@ def check_rate(services: Services, context: RequestContext, params: Params) -> N
     front door did (`admission`); RequestThrottled (RateThrottledError) when either is
     over its rate."""
     throttle = services.throttle
-    if throttle is None or not throttle.enabled:
-        return
+    if throttle is None or not throttle.enabled or parking.resumed():
+        return  # (a parked long poll served again was counted at its first serving)
     queue = queue_named(services, context) if throttle.queue_limit.enabled else None
     ticket = admission.current()
     if ticket is not None and ticket.charged:

@@ -39,6 +39,7 @@ from chalicelib.fifo import service as fifo_rules
 from chalicelib.fifo.messages import FifoMessages
 from chalicelib.fifo.store import FifoStore
 from chalicelib.service import message_rules as rules
+from chalicelib.service import parking
 from chalicelib.service.attributes import MAX_MESSAGE_SIZE
 from chalicelib.service.checksums import md5_of_attributes, md5_of_body
 from chalicelib.service.exceptions import (
@@ -250,25 +251,45 @@ class MessageService:
         wait_seconds: int | None, attempt_id: str | None,
     ) -> list[Received]:
         kind = self._kind(queue)
-        replayed = kind.replay(queue, attempt_id)
-        if replayed is not None:
-            return replayed
+        resumed = parking.take()  # a parked long poll of this request, served again
+        if resumed is None:
+            replayed = kind.replay(queue, attempt_id)
+            if replayed is not None:
+                return replayed
         timeout = visibility_timeout
         if timeout is None:
             timeout = queue.attribute_int("VisibilityTimeout")
         wait = queue.attribute_int("ReceiveMessageWaitTimeSeconds")
         if wait_seconds is not None:
             wait = wait_seconds
-        with fair_share.long_poll(wait > 0):
-            return self._poll(kind, queue, max_messages, timeout, wait, attempt_id)
+        if resumed is not None:
+            return self._counted_poll(kind, queue, max_messages, timeout, resumed, attempt_id)
+        poll = parking.Continuation(self._clock.now_ms() + wait * 1000,
+                                    time.monotonic() + wait)
+        # One of its account's long polls while it runs (WaitShareExceeded when it has its
+        # share already), parked or not.
+        poll.release = fair_share.start_long_poll(wait > 0)
+        return self._counted_poll(kind, queue, max_messages, timeout, poll, attempt_id)
+
+    def _counted_poll(self, kind: MessageKind, queue: QueueRecord, max_messages: int,
+                      timeout: int, poll: parking.Continuation,
+                      attempt_id: str | None) -> list[Received]:
+        """`_poll`, after which its long poll's place is given back, unless it parked: the
+        server then serves it again (or ends it)."""
+        parked = False
+        try:
+            return self._poll(kind, queue, max_messages, timeout, poll, attempt_id)
+        except parking.Parked:
+            parked = True
+            raise
+        finally:
+            if not parked:
+                poll.end()
 
     def _poll(self, kind: MessageKind, queue: QueueRecord, max_messages: int, timeout: int,
-              wait: int, attempt_id: str | None) -> list[Received]:
-        """Receive until a message comes or `wait` seconds have passed."""
-        deadline = self._clock.now_ms() + wait * 1000
-        # A wall-clock bound as well, so that a long poll ends even when the clock is faked.
-        wall_deadline = time.monotonic() + wait
-        failures = 0
+              poll: parking.Continuation, attempt_id: str | None) -> list[Received]:
+        """Receive until a message comes or the poll's deadline; where the request's server
+        parks long polls (`parking`), its sleeps are taken there, outside this stack."""
         while True:
             seen = self._wakeups.generation(queue.queue_id)
             try:
@@ -278,15 +299,17 @@ class MessageService:
                 # once) is tried again within the wait, as a client would, rather than
                 # answered 503; a cluster refused by its breaker or bulkhead is failing,
                 # and is answered at once.
-                failures += 1
-                pause_s = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** failures) * random.uniform(0.5, 1)
+                poll.failures += 1
+                pause_s = (min(RETRY_MAX_S, RETRY_BASE_S * 2 ** poll.failures)
+                           * random.uniform(0.5, 1))
                 if (isinstance(exc, ClusterUnavailableError)
-                        or wall_deadline - time.monotonic() < pause_s + RETRY_ROOM_S):
+                        or poll.wall_deadline - time.monotonic() < pause_s + RETRY_ROOM_S):
                     raise
                 time.sleep(pause_s)
                 continue
             now = self._clock.now_ms()
-            remaining = min(deadline - now, (wall_deadline - time.monotonic()) * 1000)
+            remaining = min(poll.deadline_ms - now,
+                            (poll.wall_deadline - time.monotonic()) * 1000)
             if got or remaining <= 0:
                 return got
             # Asleep until a change wakes it, or until something is due to show: where
@@ -294,6 +317,8 @@ class MessageService:
             quiet = kind.quiet_until(queue, now)
             pause = (quiet - now if quiet is not None and quiet > now
                      else self._idle_poll_ms())
+            if parking.parkable():  # the server keeps it, without a thread, till then
+                raise poll.park(self._wakeups, queue.queue_id, seen, min(remaining, pause) / 1000)
             self._wakeups.wait(queue.queue_id, seen, min(remaining, pause) / 1000)
 
     def _idle_poll_ms(self) -> float:

@@ -3,8 +3,9 @@ proxy in front of the store, and 200 consumers long-polling at once (150 on queu
 their own, 50 more on one shared queue) WHEN they have all waited a while, then one
 message is sent for each THEN every message sent during the wait is delivered in that
 wait (no missed wake-up), no answer is a 500 or above, and the waiting consumers cost
-the store nothing: it sees at most 2 requests a second, the stream pump's own reads. The
-same holds on FIFO queues."""
+the store nothing: it sees at most 2 requests a second, the stream pump's own reads; nor
+does a waiting consumer hold a server thread (its long poll is parked). The same holds
+on FIFO queues."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ def _each_got_its_message_at_no_cost(waits: Waits, consumers: int) -> None:
     assert waits.idle_per_s <= IDLE_TARGET_PER_S, waits.idle_by_operation
     # No receive reads the index while everyone waits (the rest is the pump and timers)
     assert "Query" not in waits.idle_by_operation, waits.idle_by_operation
+    # The polls are parked, not asleep in threads of their own: a thread each was 200
+    assert waits.thread_growth is not None and waits.thread_growth < 20, waits.thread_growth
 
 
 def test_two_hundred_waiting_consumers_each_get_their_message_in_the_same_wait(
