@@ -87,7 +87,7 @@ def _rss_kb(pid: int) -> float | None:
     return _status(pid, "VmRSS")
 
 
-def _threads(pid: int) -> int | None:
+def thread_count(pid: int) -> int | None:
     """The process's threads now."""
     threads = _status(pid, "Threads")
     return None if threads is None else int(threads)
@@ -136,7 +136,7 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     polls = [_Poll(n, url) for n, url in enumerate(urls)]
     polls += [_Poll(0, urls[0]) for _ in range(shared)]
     receiver = sqs_client(endpoint, len(polls) + 10, read_timeout=wait_s + 30, attempts=1)
-    rss_before, threads_before = _rss_kb(pid), _threads(pid)
+    rss_before, threads_before = _rss_kb(pid), thread_count(pid)
 
     def poll(p: _Poll) -> None:
         try:
@@ -156,7 +156,7 @@ def measure(server: IdleServer, queues: int, shared: int = 0, wait_s: int = 20,
     time.sleep(window_s if counted else 1.0)
     end = time.monotonic()
     idle = server.proxy.by_operation(start, end) if counted else {}
-    rss_waiting, threads_waiting = _rss_kb(pid), _threads(pid)
+    rss_waiting, threads_waiting = _rss_kb(pid), thread_count(pid)
     sender = sqs_client(endpoint, 16, attempts=1)
     send_errors: Counter[str] = Counter()
     gap = 1.0 / send_rate if send_rate > 0 else 0.0

@@ -29,8 +29,9 @@ from dmqlocal.http_errors import Reply
 
 # The longest a refusal for an account's rate is held before it is sent.
 MAX_HOLD_S = 1.0
-# The app's SQS routes: `/` and a queue's URL, `/<account>/<name>`.
-_SQS_PATH = re.compile(r"/(?:[0-9]{12}/[A-Za-z0-9_.-]{1,80})?")
+# The app's SQS routes: `/` and a queue's URL, `/<account>/<name>` or LocalStack's
+# `/queue/<region>/<account>/<name>`.
+_SQS_PATH = re.compile(r"/(?:(?:queue/[a-z0-9-]{1,40}/)?[0-9]{12}/[A-Za-z0-9_.-]{1,80})?")
 
 
 def is_sqs(method: str, path: str) -> bool:

@@ -420,6 +420,10 @@ class LocalServer:
         """(open, idle, at work) connections right now."""
         return self._server.pool.counts()
 
+    def parked(self) -> int:
+        """Connections whose long poll waits, parked, without a thread."""
+        return self._server.pool.parked()
+
     @property
     def port(self) -> int:
         """The bound port (useful with port 0)."""

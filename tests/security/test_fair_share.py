@@ -181,6 +181,55 @@ def test_the_account_is_charged_once_and_refused_before_its_body_is_read(
     assert status == 400 and not error["__type"].endswith("#RequestThrottled")
 
 
+def test_a_waiting_long_poll_is_parked_without_a_thread_or_its_accounts_place(
+        served: LocalServer, keys: dict[str, tuple[str, str]]) -> None:
+    # GIVEN two accounts, each served one request at a time, with a queue each
+    json_sqs, query_sqs = client(served, keys[VICTIM]), client(served, keys[FLOODER])
+    json_url = json_sqs.create_queue(QueueName="parked")["QueueUrl"]
+    query_url = query_sqs.create_queue(QueueName="parked")["QueueUrl"]
+    threads_before = threading.active_count()
+    # WHEN one long-polls in the JSON protocol, the other in the Query protocol at its
+    # queue's URL
+    got: dict[str, Any] = {}
+    polls = [threading.Thread(target=lambda: got.__setitem__("json", json_sqs.receive_message(
+                 QueueUrl=json_url, WaitTimeSeconds=5)["Messages"][0]["Body"])),
+             threading.Thread(target=lambda: got.__setitem__("query", _query_receive(
+                 served, keys[FLOODER], f"/{FLOODER}/parked")))]
+    for poll in polls:
+        poll.start()
+    deadline = time.monotonic() + 5
+    while served.parked() < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # THEN both wait parked: no server thread is theirs (the two are the clients')
+    assert served.parked() == 2
+    assert threading.active_count() <= threads_before + 2 + 1  # + the wake-up timer
+    # AND each account's one place is free: its send is served while its poll waits
+    json_sqs.send_message(QueueUrl=json_url, MessageBody="to json")
+    query_sqs.send_message(QueueUrl=query_url, MessageBody="to query")
+    for poll in polls:
+        poll.join(timeout=10)
+    assert got == {"json": "to json", "query": "to query"}
+    assert served.parked() == 0
+
+
+def _query_receive(server: LocalServer, key: tuple[str, str], path: str) -> str:
+    """A Query-protocol ReceiveMessage at a queue's URL path; the body it got."""
+    import urllib.request
+    import xml.etree.ElementTree as ET
+
+    body = b"Action=ReceiveMessage&Version=2012-11-05&WaitTimeSeconds=5"
+    signed = sign("POST", server.url + path, body,
+                  {"Content-Type": "application/x-www-form-urlencoded"},
+                  key=key[0], secret=key[1], service="sqs")
+    sent = urllib.request.Request(signed.url, data=body, method="POST", headers=signed.headers)
+    try:
+        with urllib.request.urlopen(sent, timeout=30) as response:
+            answer = ET.fromstring(response.read())
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(exc.read()) from exc
+    return next(e.text or "" for e in answer.iter() if e.tag.endswith("}Body"))
+
+
 def test_unsigned_requests_naming_a_victims_key_do_not_spend_its_budget(
         served: LocalServer, keys: dict[str, tuple[str, str]]) -> None:
     # GIVEN an attacker who knows the victim's key id but not its secret
