@@ -193,8 +193,14 @@ class ConnectionPool:
         with self._lock:
             self._parked -= 1
             self._active += 1
-        threading.Thread(target=self._work, args=(connection,), name="dmq-http-conn",
-                         daemon=True).start()
+        try:
+            threading.Thread(target=self._work, args=(connection,), name="dmq-http-conn",
+                             daemon=True).start()
+        except RuntimeError:  # no thread to be had: the connection ends, not held forever
+            logger.exception("no thread to serve a parked long poll on; its connection closes")
+            with self._lock:
+                self._active -= 1
+            self._drop(connection)
 
     def _drop(self, connection: PooledConnection) -> None:
         try:

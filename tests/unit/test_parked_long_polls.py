@@ -5,6 +5,7 @@ charged a second time."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ from chalicelib.domain.fair_share import ConcurrencyShare
 from chalicelib.frontend.throttling import check_rate
 from chalicelib.service import parking
 from chalicelib.service.messages import Received, SendRequest
+from dmqlocal.connection_pool import ConnectionPool, PooledConnection
 from tests.unit.memory_store import MemoryStore
 from tests.unit.test_long_poll_wakeups import queue, service_over
 
@@ -166,3 +168,48 @@ def test_a_parked_poll_served_again_is_not_charged_to_its_queues_rate_twice() ->
         assert parking.take() is continuation
         assert not parking.resumed()
     assert len(admitted) == 1
+
+
+# -- the connection pool ------------------------------------------------------------------------
+
+def test_a_parked_connection_is_served_on_by_a_new_thread_or_closed_when_none_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    callbacks: list[Any] = []
+    served: list[int] = []
+    closed: list[Any] = []
+
+    class Stub:
+        def watch(self, callback: Any) -> None:
+            callbacks.append(callback)
+
+    def serve(connection: PooledConnection) -> Any:
+        served.append(1)
+        return Stub() if len(served) == 1 else False
+
+    pool = ConnectionPool(serve, closed.append, lambda sock: None, 10, 60.0)
+    pool.start()
+    pairs = [socket.socketpair() for _ in range(2)]
+    try:
+        for server_side, client_side in pairs:
+            pool.offer(server_side, ("127.0.0.1", 0))
+            client_side.send(b"x")
+        deadline = time.monotonic() + 5
+        while (len(callbacks) < 1 or len(served) < 2) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # GIVEN one connection parked (held without a thread) and one served and closed
+        assert pool.parked() == 1 and len(closed) == 1
+        # WHEN no thread can be started for its call-back THEN it is closed, not held
+        monkeypatch.setattr(threading.Thread, "start", _no_thread)
+        callbacks[0]()
+        assert pool.parked() == 0 and len(closed) == 2
+        assert pool.counts()[2] == 0  # nothing at work
+    finally:
+        pool.stop()
+        for server_side, client_side in pairs:
+            server_side.close()
+            client_side.close()
+
+
+def _no_thread(self: threading.Thread) -> None:
+    raise RuntimeError("can't start new thread")
