@@ -10,6 +10,7 @@ from functools import partial
 from chalicelib.aws import Clients, store_concurrency
 from chalicelib.backend.archive import S3Sink, Sink, StreamArchiver
 from chalicelib.backend.bodies import BodyStore
+from chalicelib.backend.count_cache import CountItemCache
 from chalicelib.backend.counters import ShardCounters
 from chalicelib.backend.dynamo_store import DynamoMessageStore
 from chalicelib.backend.guard import guard_client, state_store_for
@@ -225,7 +226,8 @@ class Runtime:
         clients = Clients(settings, region)
         bodies = (self._local_parts("DMQ_BODIES_DIR").bodies(settings.bodies_dir)
                   if settings.bodies_dir else BodyStore(clients.s3, settings.bodies_bucket))
-        counters = ShardCounters(clients.dynamodb, settings.control_table, clock=self._clock)
+        counters = ShardCounters(clients.dynamodb, settings.control_table, clock=self._clock,
+                                 cache=CountItemCache(partial(self._changes_followed, region)))
         dynamo_stores = self._message_stores(settings, clients, bodies, counters)
         stores = ClusterStores(dynamo_stores, apart=[
             c for c in settings.clusters if settings.cluster_endpoint(c)])

@@ -37,12 +37,13 @@ over four slots, and messages counted there are counted out here when they go.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chalicelib import dynamo_sets
 from chalicelib.backend import hidden_counts, items
+from chalicelib.backend.count_cache import CountItemCache
 from chalicelib.backend.hidden_counts import ShardCount
 from chalicelib.clock import Clock, SystemClock
 from chalicelib.clusters import shard_load
@@ -131,15 +132,23 @@ def _chunks(changes: list[Change]) -> list[list[Change]]:
     return runs
 
 
+def _sum_of(found: Iterable[Mapping[str, Any] | None]) -> int | None:
+    """What older slots hold in all (None: none of them exists with a count)."""
+    counts = [int(i["n"]["N"]) for i in found if i is not None and "n" in i]
+    return sum(counts) if counts else None
+
+
 class ShardCounters:
     """Reads the message counts of queue shards; the stream handler keeps them."""
 
     def __init__(self, client: DynamoDBClient, table: str, slots: int = SLOTS,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, cache: CountItemCache | None = None) -> None:
         self._db = client
         self.table = table
         self._slots = slots
         self._clock: Clock = clock or SystemClock()
+        # Count items read since their last change, where this process sees every change.
+        self._cache = cache
         self._known: dict[tuple[str, str], set[str]] = {}  # buckets each shard's item holds
         # What the older slots of a shard hold (None: none of them exists), read once.
         self._legacy: dict[tuple[str, str, int], int | None] = {}
@@ -149,15 +158,21 @@ class ShardCounters:
         return {"key": {"S": f"count#{messages_table}#{pk}#{slot}"}}
 
     def read(self, messages_table: str, queue_id: str, shard: int) -> ShardCount:
-        """A shard's count item and its older slots, in one BatchGetItem."""
+        """A shard's count item and what its older slots hold: its four slots in one
+        BatchGetItem the first time in this process, then its kept slot alone (nothing,
+        while the cache holds it; what the older slots hold never changes)."""
         pk = items.partition_key(queue_id, shard)
-        keys = [self.key(messages_table, pk, slot) for slot in range(self._slots)]
-        found = get_all(self._db, self.table, keys, consistent=False)
-        total = max(0, sum(int(i["n"]["N"]) for i in found if "n" in i))
         kept = self.key(messages_table, pk)["key"]["S"]
-        item = next((i for i in found if i["key"]["S"] == kept), None)
-        legacy = any(i["key"]["S"] != kept and "n" in i for i in found)
-        return ShardCount.of(item, total, legacy)
+        shard_key = (messages_table, queue_id, shard)
+        older = [] if shard_key in self._legacy else [
+            self.key(messages_table, pk, slot)["key"]["S"] for slot in range(1, self._slots)]
+        found = self._kept_slots([kept], older)
+        if older:
+            self._remember_legacy({shard_key: _sum_of(found.get(k) for k in older)})
+        legacy = self._legacy.get(shard_key)
+        item = found.get(kept)
+        counted = int(item["n"]["N"]) if item is not None and "n" in item else 0
+        return ShardCount.of(item, max(0, counted + (legacy or 0)), legacy is not None)
 
     def loads(self, messages_table: str, shards: Sequence[tuple[str, int]], now_ms: int,
               window_ms: int) -> dict[tuple[str, int], ShardLoad]:
@@ -184,9 +199,7 @@ class ShardCounters:
         what they hold never changes)."""
         keys = {self.key(messages_table, items.partition_key(q, s))["key"]["S"]: (q, s)
                 for q, s in shards}
-        found = get_all(self._db, self.table, [{"key": {"S": k}} for k in keys],
-                        consistent=False)
-        by_shard = {keys[str(i["key"]["S"])]: i for i in found}
+        by_shard = {keys[k]: item for k, item in self._kept_slots(list(keys)).items()}
         unknown = [(messages_table, q, s) for q, s in shards
                    if "hnew" not in by_shard.get((q, s), {})
                    and (messages_table, q, s) not in self._legacy]
@@ -202,17 +215,49 @@ class ShardCounters:
                                            legacy is not None)
         return counts
 
+    def _kept_slots(self, keys: list[str], older: Sequence[str] = ()
+                    ) -> dict[str, dict[str, Any]]:
+        """The count items of these keys that exist: from the cache those read since
+        their last change (`count_cache`), the rest, and the `older` slots' keys, in one
+        BatchGetItem per hundred (consistent where they are kept: an eventually consistent
+        read could keep an item older than the change it followed)."""
+        began = self._cache.begin() if self._cache is not None else None
+        found: dict[str, dict[str, Any]] = {}
+        missing = []
+        for key in keys:
+            kept = self._cache.get(key) if self._cache is not None and began is not None \
+                else None
+            if kept is None:
+                missing.append(key)
+            elif kept:
+                found[key] = kept[0]
+        if missing or older:
+            read = get_all(self._db, self.table,
+                           [{"key": {"S": k}} for k in [*missing, *older]],
+                           consistent=began is not None)
+            found.update({str(i["key"]["S"]): i for i in read})
+            if self._cache is not None and began is not None:
+                for key in missing:
+                    self._cache.put(began, key, [found[key]] if key in found else [])
+        return found
+
+    def _changed(self, table: str, pk: str) -> None:
+        """A write to the shard's count item ended (or failed and may have written)."""
+        if self._cache is not None:
+            self._cache.changed(self.key(table, pk)["key"]["S"])
+
     def _read_legacy(self, shards: Sequence[tuple[str, str, int]]) -> None:
         """What slots 1 to 3 of these shards hold (None: no such item)."""
         keys = {self.key(t, items.partition_key(q, s), slot)["key"]["S"]: (t, q, s)
                 for t, q, s in shards for slot in range(1, self._slots)}
         found = get_all(self._db, self.table, [{"key": {"S": k}} for k in keys],
                         consistent=False)
-        sums: dict[tuple[str, str, int], int | None] = {shard: None for shard in shards}
+        by_shard: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {s: [] for s in shards}
         for item in found:
-            shard = keys[str(item["key"]["S"])]
-            if "n" in item:
-                sums[shard] = (sums[shard] or 0) + int(item["n"]["N"])
+            by_shard[keys[str(item["key"]["S"])]].append(item)
+        self._remember_legacy({shard: _sum_of(held) for shard, held in by_shard.items()})
+
+    def _remember_legacy(self, sums: Mapping[tuple[str, str, int], int | None]) -> None:
         if len(self._legacy) > _LEGACY_SHARDS:
             self._legacy.clear()
         self._legacy.update(sums)
@@ -297,6 +342,8 @@ class ShardCounters:
                 released += 1
             except ConditionFailedError:
                 dynamo_sets.add(self._db, self.table, ACTIVE + messages_table, [pk])
+            finally:
+                self._changed(messages_table, pk)
         return released
 
     def total(self, messages_table: str, queue_id: str, shard: int) -> int:
@@ -319,6 +366,12 @@ class ShardCounters:
 
     def _apply(self, table: str, pk: str, changes: list[Change], now_ms: int) -> int:
         """Add the changes after the stored `seq`; the writes it took."""
+        try:
+            return self._apply_rounds(table, pk, changes, now_ms)
+        finally:
+            self._changed(table, pk)
+
+    def _apply_rounds(self, table: str, pk: str, changes: list[Change], now_ms: int) -> int:
         for attempt in range(_ROUNDS):
             update, written, stale = self._update(table, pk, changes, now_ms)
             try:
