@@ -32,7 +32,7 @@ from chalicelib.frontend.services import Services
 from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.move_tasks import MoveTaskRepository
 from chalicelib.metadata.purges import PurgeRepository
-from chalicelib.metadata.repository import QueueRepository
+from chalicelib.metadata.repository import KEPT_MAX_S, QueueRepository
 from chalicelib.metadata.throttle_buckets import BucketStore
 from chalicelib.push.delivery import PushDelivery, PushOptions
 from chalicelib.push.destinations import DestinationPolicy
@@ -238,6 +238,7 @@ class Runtime:
                              settings.store_attempts,
                              store_concurrency(settings).pool_connections),
             counts_table=settings.control_table, client_wrapper=clients.lean_wrapper(),
+            keep_s=0.0 if settings.on_lambda else KEPT_MAX_S,
         )
         holder: list[QueueService] = []
 

@@ -48,6 +48,12 @@ COUNTED_PAUSE_S = 0.02
 # is read again when its version item moved, and at least this often whatever it says.
 CATALOGUE_KEY = "catalogue"
 CATALOGUE_MAX_AGE_S = 600.0
+# Where asked (`keep_s`, the local server), a cached record past its time-to-live is still
+# served while the catalogue's version has not moved since before it was read (every write
+# of a queue record moves it); the version is read for that at most every VERSION_CHECK_S
+# (or the time-to-live, when shorter).
+VERSION_CHECK_S = 1.0
+KEPT_MAX_S = 60.0  # the local server's `keep_s`
 
 
 @contextmanager
@@ -101,7 +107,15 @@ def _to_record(model: QueueModel) -> QueueRecord:
 
 
 class QueueRepository:
-    """Reads and writes queue records; a per-container cache serves hot reads.
+    """Reads and writes queue records; a per-container cache serves hot reads: a record
+    for `cache_seconds`, and after that, up to `keep_s` (0: not at all), for as long as
+    the catalogue's version, read at most once a second for all of them, shows that no
+    queue record was written since, so that hundreds of busy queues do not each cost a
+    read every few seconds. `cache_seconds` 0 keeps nothing: every read goes to the store.
+    (A write whose move of the version failed is logged, and stays unseen by the other
+    processes' kept records for up to `keep_s`: Lambda keeps none past their time, since
+    a front end's older record must be gone by a resize's switch, `cache_seconds` plus a
+    second after it.)
 
     `client_wrapper`, when given, wraps each of PynamoDB's botocore clients once (the
     lean store client, `Clients.lean_wrapper`)."""
@@ -110,13 +124,19 @@ class QueueRepository:
         self, table: str, region: str, host: str | None, cache_seconds: float = 5.0,
         credentials: tuple[str, str] | None = None, budget: ConnectionBudget | None = None,
         counts_table: str | None = None, client_wrapper: Callable[[Any], Any] | None = None,
+        keep_s: float = 0.0,
     ) -> None:
         budget = budget or ConnectionBudget()
         self._model = model_for(table, region, host, credentials, budget)
         self._table = table
         self._cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[float, QueueRecord | None]] = {}
+        # queue id: (when it was read, the record, the catalogue's version before the read)
+        self._cache: dict[str, tuple[float, QueueRecord, int | None]] = {}
         self._lock = threading.Lock()
+        self._keep_s = keep_s if cache_seconds > 0 else 0.0
+        self._version_check_s = min(VERSION_CHECK_S, cache_seconds)
+        # The catalogue's version as last read: (monotonic time, version; None: unknown).
+        self._seen_version: tuple[float, int | None] = (float("-inf"), None)
         # The accounts' queue counters (queue_counts.py), in the control table.
         self._counts = (queue_counts.count_model_for(counts_table, region, host, credentials,
                                                      budget) if counts_table else None)
@@ -139,8 +159,9 @@ class QueueRepository:
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(queue_id)
-        if cached and not fresh and now - cached[0] < self._cache_seconds:
+        if cached and not fresh and self._still_good(cached, now):
             return cached[1]
+        version = self._recent_version(now)
         with _translate():
             try:
                 record = _to_record(self._model.get(queue_id))
@@ -151,8 +172,48 @@ class QueueRepository:
                     self._cache.pop(queue_id, None)
                 return None
         with self._lock:
-            self._cache[queue_id] = (now, record)
+            self._cache[queue_id] = (now, record, version)
         return record
+
+    def _still_good(self, cached: tuple[float, QueueRecord, int | None], now: float) -> bool:
+        """Whether a cached record may be served: within its time-to-live, or no queue
+        record was written since before it was read (the catalogue's version)."""
+        at, _, version = cached
+        age = now - at
+        if age < self._cache_seconds:
+            return True
+        if age >= self._keep_s:
+            return False
+        current = self._current_version(now)  # also what the record read next is kept under
+        return version is not None and current == version
+
+    def _recent_version(self, now: float) -> int | None:
+        """The catalogue's version as read within the check interval (None: not read that
+        recently, so a record read now is kept only for its time-to-live). A miss does not
+        read it: a record that is not cached costs one store request, as before."""
+        if self._keep_s <= 0:
+            return None
+        with self._lock:
+            at, version = self._seen_version
+        return version if now - at < self._version_check_s else None
+
+    def _current_version(self, now: float) -> int | None:
+        """The catalogue's version, read again when the last read is older than the check
+        interval (None: there is no control table). A record read after it is kept under
+        it: a version older than the one the record's read would see only voids the entry
+        sooner."""
+        with self._lock:
+            at, version = self._seen_version
+        if now - at < self._version_check_s:
+            return version
+        version = self._catalogue_version()  # a sick store fails the request here, once
+        self._remember_version(now, version)
+        return version
+
+    def _remember_version(self, at: float, version: int | None) -> None:
+        with self._lock:
+            if at >= self._seen_version[0]:
+                self._seen_version = (at, version)
 
     def known(self, queue_id: str) -> bool:
         """Whether this process has met the queue's record (cached at any age): a hint,
@@ -174,7 +235,7 @@ class QueueRepository:
                 model.save()
         saved = record.with_changes(version=int(model.version))
         with self._lock:
-            self._cache[record.queue_id] = (time.monotonic(), saved)
+            self._cache[record.queue_id] = (time.monotonic(), saved, None)
         self._changed_quietly()
         return saved
 
@@ -243,7 +304,7 @@ class QueueRepository:
             model.save(add_version_condition=False)
         saved = record.with_changes(version=int(model.version))
         with self._lock:
-            self._cache[record.queue_id] = (time.monotonic(), saved)
+            self._cache[record.queue_id] = (time.monotonic(), saved, None)
         self._changed_quietly()
         return saved
 
@@ -287,7 +348,9 @@ class QueueRepository:
         CATALOGUE_MAX_AGE_S, else a scan. The version is read before the scan, so a write
         the scan may have missed moves it past what the scan is kept under."""
         with self._catalogue_lock:
+            began = time.monotonic()
             version = self._catalogue_version()
+            self._remember_version(began, version)
             now = time.monotonic()
             kept = self._catalogue
             if (kept is not None and version is not None and kept[1] == version
