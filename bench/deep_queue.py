@@ -27,6 +27,7 @@ shows all N. Then:
   the queue's partition in DynamoDB Local, every 2 s; target: within 60 s).
 
     python -m bench.deep_queue [--messages 1000000] [--calls 200] [--json FILE]
+                               [--purge-wait SECONDS]
 """
 
 from __future__ import annotations
@@ -271,8 +272,10 @@ def _purge(sqs: Any, dynamodb: Any, url: str, wait_s: float,
     return round(answered, 2), len(got.get("Messages", [])), gone, removed
 
 
-def run(messages: int, calls: int) -> DeepResult:
-    """Fill, stop, restart and measure one server of `messages` messages in one queue."""
+def run(messages: int, calls: int, purge_wait_s: float | None = None) -> DeepResult:
+    """Fill, stop, restart and measure one server of `messages` messages in one queue;
+    wait `purge_wait_s` at most for the purge's removal (by default long enough for
+    the store's removal rate, at least five times SQS's minute)."""
     empty_start_s = _floor()
     data_dir = Path(tempfile.mkdtemp(prefix="dmq-bench-deep-"))
     try:
@@ -292,7 +295,9 @@ def run(messages: int, calls: int) -> DeepResult:
                   + ", ".join(f"{name} {_p50_ms(samples)}" for name, samples in taken.items())
                   + f"; {stored:,} kept; purging", flush=True)
             dynamodb = store_client(store_endpoint(again.process.pid), data_dir)
-            purged = _purge(sqs, dynamodb, urls["deep"], max(PURGE_GONE_S * 5, messages / 500))
+            wait_s = (max(PURGE_GONE_S * 5, messages / 500) if purge_wait_s is None
+                      else purge_wait_s)
+            purged = _purge(sqs, dynamodb, urls["deep"], wait_s)
             sigterm(again)
         finally:
             again.stop()
@@ -319,9 +324,12 @@ def main(argv: Sequence[str] | None = None) -> DeepResult:
     parser.add_argument("--calls", type=int, default=CALLS,
                         help=f"timed calls of each kind after the restart (default {CALLS})")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--purge-wait", type=float, default=None,
+                        help="seconds to wait at most for the purge's removal (default: "
+                             "at least 300, a second per 500 messages)")
     args = parser.parse_args(argv)
     print(f"a queue of {args.messages:,} messages ...", flush=True)
-    result = run(args.messages, args.calls)
+    result = run(args.messages, args.calls, args.purge_wait)
     print("\n" + table(result) + "\n", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(asdict(result), indent=2))
