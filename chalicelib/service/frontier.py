@@ -50,6 +50,8 @@ class Reserved:
     `kept`: they were kept from an earlier read, so nothing was read (`last` is None).
     `others`: how many visible candidates the read found that other receivers here are
     claiming (left out of `candidates`): the shard is not empty, whatever they hold.
+    `from_head`: the read began at the head of the index (not past the candidates other
+    receivers here are claiming), so it saw every visible message up to where it ended.
     """
 
     candidates: list[Candidate]
@@ -58,6 +60,7 @@ class Reserved:
     items_read: int
     kept: bool = False
     others: int = 0
+    from_head: bool = False
 
 
 def _order(candidate: Candidate) -> tuple[int, str]:
@@ -148,8 +151,8 @@ class Frontier:
             # Nothing past the frontier: what other receivers left visible is at the head.
             self._to_head(self._clock())
             head = fetch(None)
-            return self._fresh(head, page.items_read + head.items_read, take)
-        return self._fresh(page, page.items_read, take)
+            return self._fresh(head, page.items_read + head.items_read, take, True)
+        return self._fresh(page, page.items_read, take, start is None)
 
     def _start(self, after: Candidate | None) -> Candidate | None:
         busy = list(self._claiming.values())
@@ -166,7 +169,8 @@ class Frontier:
         self._head_at = now
         self._kept.clear()
 
-    def _fresh(self, page: CandidatePage, items_read: int, take: int | None) -> Reserved:
+    def _fresh(self, page: CandidatePage, items_read: int, take: int | None,
+               from_head: bool) -> Reserved:
         """The read's fresh candidates, up to `take`; the rest is kept. The receiver's
         read then ends at the last it was handed, so that if it goes on, it goes on
         from there (to what was kept, unless someone took it meanwhile)."""
@@ -181,4 +185,5 @@ class Frontier:
             return Reserved(handed, handed[-1] if handed else None, True, items_read,
                             others=others)
         last = page.candidates[-1] if page.candidates else None
-        return Reserved(handed, last, page.more, items_read, others=others)
+        return Reserved(handed, last, page.more, items_read, others=others,
+                        from_head=from_head)

@@ -253,6 +253,7 @@ class StandardReceiver:
                 ordered = sorted(page.candidates, key=_sent_order)
                 if contention >= 0.5:
                     random.shuffle(ordered)
+                before = len(got)
                 lost = self._take(queue, placed, ordered, wanted - len(got), timeout, now, got)
                 if lost:
                     frontier.forget()
@@ -262,6 +263,15 @@ class StandardReceiver:
             # change would ever void the hint while they wait, visible, to be received.
             if round_ == 0 and not page.candidates and not page.more and not page.others:
                 until = min(upcoming) if upcoming else now + horizon
+                self._hints.hint_empty(queue.queue_id, slot, until, writes, now)
+            elif (round_ == 0 and page.candidates and page.from_head and not page.more
+                  and not page.others and not lost
+                  and len(got) - before == len(page.candidates)):
+                # The read saw every visible message of the shard and this receive took
+                # them all: it holds none visible until the next the read saw coming, or
+                # these claims' timeout, so the consumer's next poll need not read it
+                # (any write since the read voids the hint, as for an empty read).
+                until = min([*upcoming, now + timeout * 1000, now + horizon])
                 self._hints.hint_empty(queue.queue_id, slot, until, writes, now)
             if len(got) >= wanted:
                 break

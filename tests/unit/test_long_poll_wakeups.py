@@ -344,6 +344,9 @@ def test_a_long_poll_tries_a_slow_store_again_within_its_wait() -> None:
     got = service.receive(q, 1, None, 5)
     assert [r.message.body for r in got] == ["kept"] and store.reads == 3
     # AND a short poll has no wait to try again in: the client gets the error (a 503)
+    # (after another send: the receive that took the only message left the shard hinted
+    # empty, and the poll would not read it)
+    service.send(q, SendRequest("", "more"))
     store.reads, store.failures = 0, 1
     with pytest.raises(StoreUnavailableError):
         service.receive(q, 1, 0, 0)
@@ -379,3 +382,61 @@ def test_many_waiting_polls_without_hints_share_a_budget_of_store_reads(
     assert store.reads - before <= 2.0 * 20 * 1.6
     for thread, _ in polls:
         thread.join(10)
+
+
+# -- a receive that took every visible message ---------------------------------------------
+def test_a_receive_that_took_every_visible_message_leaves_no_read_for_the_next_poll() -> None:
+    # GIVEN two messages in a queue, changes followed
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    for body in ("a", "b"):
+        service.send(q, SendRequest("", body))
+    # WHEN one receive takes both (one read)
+    assert sorted(r.message.body for r in service.receive(q, 10, 30, 0)) == ["a", "b"]
+    assert store.reads == 1
+    # THEN the consumer's next poll knows the shard holds nothing visible: no read
+    assert service.receive(q, 10, 30, 0) == [] and store.reads == 1
+    # AND a send here voids that at once
+    service.send(q, SendRequest("", "c"))
+    assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["c"]
+    # AND so does a message another writer stored, once the stream shows it
+    assert service.receive(q, 10, 30, 0) == []
+    reads = store.reads
+    now = int(time.time() * 1000)
+    store.put_messages(q.queue_id, [(0, Message(
+        message_id="m-elsewhere", body="d", body_md5="", sent_ms=now, visible_at=now,
+        expires_ms=now + 60_000))])
+    service.observed_records([record(q.queue_id, 0, now)])
+    assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["d"]
+    assert store.reads == reads + 1
+
+
+def test_taken_messages_show_again_when_their_timeout_ends() -> None:
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    service.send(q, SendRequest("", "again"))
+    assert [r.message.body for r in service.receive(q, 10, 1, 0)] == ["again"]
+    assert service.receive(q, 10, 1, 0) == [] and store.reads == 1
+    # WHEN its visibility timeout ends (not deleted) THEN a poll receives it again, and a
+    # long poll begun before that wakes for it within its wait
+    thread, out = in_background(lambda: service.receive(q, 10, 1, 3))
+    thread.join(5)
+    (got, took), = out
+    assert [r.message.body for r in got] == ["again"] and took < 2.5
+
+
+def test_a_receive_that_left_a_visible_message_leaves_no_hint() -> None:
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    for body in ("a", "b"):
+        service.send(q, SendRequest("", body))
+    assert len(service.receive(q, 1, 30, 0)) == 1
+    # the other is still visible: the next poll finds it
+    assert len(service.receive(q, 1, 30, 0)) == 1
+    # and one with a zero timeout leaves its message visible: no hint either
+    service.send(q, SendRequest("", "zero"))
+    assert [r.message.body for r in service.receive(q, 10, 0, 0)] == ["zero"]
+    assert [r.message.body for r in service.receive(q, 10, 0, 0)] == ["zero"]
