@@ -54,6 +54,11 @@ ITEMS_PER_PART = 10_000
 # the page at 1 MB: a Scan without a Limit over 200,000 messages ran it out of heap (its
 # HTTP threads died, and the server stopped answering).
 SCAN_PAGE = 1_000
+# A periodic full export pauses after each page for PACE times as long as the page took
+# (its read and its writing): it holds DynamoDB Local's one SQLite thread and DMQ's
+# interpreter for about half of the time it runs, not all of it, so that the requests
+# served meanwhile wait behind it at most a page at a time.
+PACE = 1.0
 CATCH_UP_S = 30.0  # how long a full export waits for the archive after its scan
 # (since, timeout_s) -> whether every stream change made before `since` (time.monotonic())
 # has reached every stream handler.
@@ -94,17 +99,22 @@ def wait_caught_up(caught_up: CaughtUp, since: float, budget_s: float,
     return False
 
 
-def _scan(dynamodb: DynamoDBClient, table: str,
-          cancelled: threading.Event) -> Iterator[dict[str, Any]]:
+def _scan(dynamodb: DynamoDBClient, table: str, cancelled: threading.Event,
+          pace: float = 0.0) -> Iterator[dict[str, Any]]:
+    """The table's items, page by page; after each page a pause of `pace` times as long
+    as the page took, read and consumed (a cancel ends the pause and the scan)."""
     kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True, "Limit": SCAN_PAGE}
     while True:
         if cancelled.is_set():
             raise ExportCancelledError(table)
+        began = time.monotonic()
         page = dynamodb.scan(**kwargs)
         yield from page.get("Items", [])
         if "LastEvaluatedKey" not in page:
             return
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        if pace > 0 and cancelled.wait((time.monotonic() - began) * pace):
+            raise ExportCancelledError(table)
 
 
 @dataclass
@@ -129,10 +139,11 @@ class TableExporter:
         self._lock = threading.Lock()
         self.cancelled = threading.Event()
 
-    def export_all(self) -> list[Path]:
-        """Export every table; return the export folders written."""
+    def export_all(self, pace: float = 0.0) -> list[Path]:
+        """Export every table, pausing `pace` times each page's time after it (0: none);
+        return the export folders written."""
         with self._lock:
-            written = [self._write_data(target) for target in self._targets]
+            written = [self._write_data(target, pace) for target in self._targets]
             if self._caught_up is not None and not wait_caught_up(
                     self._caught_up, time.monotonic(), CATCH_UP_S, self.cancelled):
                 logger.warning("the stream archive did not catch up with the export in time")
@@ -184,7 +195,7 @@ class TableExporter:
             described = dict(target.dynamodb.describe_table(TableName=target.table)["Table"])
         return described, source_arn(str(described.get("LatestStreamArn", "")), target.region)
 
-    def _write_data(self, target: ExportTarget) -> _Written:
+    def _write_data(self, target: ExportTarget, pace: float) -> _Written:
         started = datetime.now(UTC)
         prefix = folders.export_prefix(target.table, target.region)
         folder = f"{prefix}/AWSDynamoDB/{folders.new_export_id(started)}"
@@ -201,7 +212,7 @@ class TableExporter:
             part = JsonLinesGz()
 
         try:
-            for item in _scan(target.dynamodb, target.table, self.cancelled):
+            for item in _scan(target.dynamodb, target.table, self.cancelled, pace):
                 part.add({"Item": redact_image(item)})
                 if part.rows >= ITEMS_PER_PART:
                     write_part()
@@ -230,7 +241,9 @@ class PeriodicExporter:
 
     A full export scans every table, so its cost grows with the messages held. The
     pause after one is at least `BUSY_SHARE` times as long as it took, so that exporting
-    a large backlog never takes more than a small share of the store's time. Incremental
+    a large backlog never takes more than a small share of the store's time, and the
+    timer's exports pause after each page (`PACE`), so that the requests served meanwhile
+    are not held up behind a whole table's scan. Incremental
     exports are written every `FLUSH_S` (or the full exports' interval, if shorter).
 
     A stop abandons a full export under way (the incremental exports cover what it would
@@ -311,15 +324,15 @@ class PeriodicExporter:
         if changes is not None and changes == self._exported_at \
                 and not self._exporter.needs_base():
             return []
-        written = self._export_full()
+        written = self._export_full(PACE)
         if written:
             self._exported_at = changes
         return written
 
-    def _export_full(self) -> list[Path]:
+    def _export_full(self, pace: float = 0.0) -> list[Path]:
         started = time.monotonic()
         try:
-            return self._exporter.export_all()
+            return self._exporter.export_all(pace)
         except ExportCancelledError:
             logger.info("full table export abandoned: the incremental exports cover it")
             return []

@@ -24,7 +24,15 @@ from moto import mock_aws
 
 from chalicelib.metadata.epoch import read_epoch
 from dmqlocal.export_increments import IncrementalExporter
-from dmqlocal.exports import KEEP_EXPORTS, ExportTarget, PeriodicExporter, TableExporter
+from dmqlocal.exports import (
+    KEEP_EXPORTS,
+    PACE,
+    ExportCancelledError,
+    ExportTarget,
+    PeriodicExporter,
+    TableExporter,
+    _scan,
+)
 from infra import provision
 
 TABLE = "dmq-messages"
@@ -106,9 +114,11 @@ class _SlowExporter:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.calls = 0
+        self.paces: list[float] = []
 
-    def export_all(self) -> list[Path]:
+    def export_all(self, pace: float = 0.0) -> list[Path]:
         self.calls += 1
+        self.paces.append(pace)
         time.sleep(self.seconds)
         return []
 
@@ -123,6 +133,55 @@ def test_a_slow_export_spaces_out_the_next_ones() -> None:
     # THEN the next waits ten times as long as it took, not the configured interval
     assert exporter.calls == 1
     assert 0.5 <= periodic.next_pause_s() < 1.0
+
+
+class _PagedTable:
+    """A DynamoDB client whose Scan has `pages` pages, each taking `page_s`."""
+
+    def __init__(self, pages: int, page_s: float) -> None:
+        self.pages, self.page_s = pages, page_s
+        self.began: list[float] = []
+
+    def scan(self, **kwargs: Any) -> dict[str, Any]:
+        self.began.append(time.monotonic())
+        time.sleep(self.page_s)
+        n = len(self.began)
+        page: dict[str, Any] = {"Items": [{"pk": {"S": str(n)}}]}
+        if n < self.pages:
+            page["LastEvaluatedKey"] = {"pk": {"S": str(n)}}
+        return page
+
+
+def test_a_paced_scan_pauses_after_each_page_and_stops_at_a_cancel() -> None:
+    # GIVEN a table of three pages, each read taking 0.05 s
+    table = _PagedTable(3, 0.05)
+    # WHEN it is scanned with a pace of 1 THEN each page after the first begins at least
+    # two page times after the one before (the read, then as long again)
+    items = list(_scan(table, "t", threading.Event(), 1.0))  # type: ignore[arg-type]
+    assert len(items) == 3
+    gaps = [b - a for a, b in zip(table.began, table.began[1:], strict=False)]
+    assert all(gap >= 0.095 for gap in gaps), gaps
+    # AND unpaced, it does not pause
+    fast = _PagedTable(3, 0.05)
+    list(_scan(fast, "t", threading.Event()))  # type: ignore[arg-type]
+    assert all(b - a < 0.09 for a, b in zip(fast.began, fast.began[1:], strict=False))
+    # AND a cancel during a pause ends the scan at once
+    slow, cancelled = _PagedTable(3, 0.3), threading.Event()
+    pages = _scan(slow, "t", cancelled, 10.0)  # type: ignore[arg-type]
+    next(pages)
+    threading.Timer(0.1, cancelled.set).start()
+    started = time.monotonic()
+    with pytest.raises(ExportCancelledError):
+        next(pages)
+    assert time.monotonic() - started < 1.0
+
+
+def test_the_timers_exports_are_paced_and_one_asked_for_is_not() -> None:
+    exporter = _SlowExporter(0.0)
+    periodic = PeriodicExporter(exporter, 60)  # type: ignore[arg-type]
+    periodic.export_now()
+    periodic._periodic_full()
+    assert exporter.paces == [0.0, PACE]
 
 
 def test_a_cancelled_export_leaves_nothing_behind(dynamodb: Any, tmp_path: Path) -> None:
