@@ -10,7 +10,11 @@ DynamoDB Local, with DMQ's local server on it (`bench/idle_cost.py`'s `IdleServe
 deployment that has grown to that size holds them. `--consumers` consumers each long-poll
 a queue of their own (WaitTimeSeconds=20, up to ten messages) and delete what they get in
 one batch; `--producers` threads send `--rate` messages a second between them, one
-SendMessage each on its own schedule, spread over the consumers' queues. Every 10 s a
+SendMessage each on its own schedule, spread over the consumers' queues. The load
+generator shares the server's 2 cores, so by default its calls go through the lean client
+(`bench.sqs.lean_sqs_client`: signed SQS JSON-protocol requests over HTTP, about 0.2 ms
+of client CPU a call); `--client boto3` drives it with boto3's SQS client instead, which
+spends about 0.8 ms of CPU a call, a fifth of this machine at the target rate. Every 10 s a
 sample records the window's SendMessage and send-to-receipt latencies and the resident
 memory of DMQ and of DynamoDB Local. At the end the producers stop and the consumers
 drain: every message sent must have been received.
@@ -37,7 +41,7 @@ from bench.idle_cost import IdleServer
 from bench.many_queues import copy_queues
 from bench.servers import tree_rss_mib
 from bench.soak_report import P99_RATIO, RSS_GROWTH
-from bench.sqs import sqs_client
+from bench.sqs import LEAN_SQS_CALLS, lean_sqs_client, sqs_client
 from bench.timing import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +52,7 @@ DRAIN_S = 60.0
 WINDOW_SHARE = 0.2  # the first and last windows compared: a fifth of the run each
 WARM_UP_SHARE = 0.2
 RATE_SHARE = 0.95  # the rate counts as kept at 95% of it (the producers' start and end)
+LEAN_CALLS = {**LEAN_SQS_CALLS, "delete_message_batch": "DeleteMessageBatch"}
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,8 @@ def _code(exc: Exception) -> str:
 class _Mixed:
     """The producers' and consumers' shared state."""
 
-    def __init__(self, endpoint: str, urls: list[str], rate: float, producers: int) -> None:
+    def __init__(self, endpoint: str, urls: list[str], rate: float, producers: int,
+                 client: str = "lean") -> None:
         self.urls = urls
         self.rate = rate
         self.producers = producers
@@ -109,9 +115,14 @@ class _Mixed:
         self.received: Counter[int] = Counter()
         self.calls: list[tuple[float, str, float]] = []  # (at, what, ms)
         self.errors: Counter[str] = Counter()
-        self.consumer_sqs = sqs_client(endpoint, len(urls) + 10, read_timeout=WAIT_S + 30,
-                                       attempts=1)
-        self.producer_sqs = sqs_client(endpoint, producers + 2, attempts=1)
+        if client == "boto3":
+            self.consumer_sqs = sqs_client(endpoint, len(urls) + 10,
+                                           read_timeout=WAIT_S + 30, attempts=1)
+            self.producer_sqs = sqs_client(endpoint, producers + 2, attempts=1)
+        else:
+            self.consumer_sqs = lean_sqs_client(endpoint, WAIT_S + 30, len(urls) + 10,
+                                                LEAN_CALLS)
+            self.producer_sqs = lean_sqs_client(endpoint, 30, producers + 2, LEAN_CALLS)
 
     def _failed(self, exc: Exception) -> None:
         with self.lock:
@@ -177,7 +188,7 @@ def _drive(server: IdleServer, args: argparse.Namespace) -> MixedFigures:
     copy_queues(server.store.endpoint, f"{ACCOUNT}/mixed-template", args.queues - 1,
                 lambda n: (ACCOUNT, f"mixed-{n:06d}"))
     urls = [f"{endpoint}/{ACCOUNT}/mixed-{n:06d}" for n in range(args.consumers)]
-    mixed = _Mixed(endpoint, urls, args.rate, args.producers)
+    mixed = _Mixed(endpoint, urls, args.rate, args.producers, args.client)
     consumers = [threading.Thread(target=mixed.consume, args=(u,), daemon=True) for u in urls]
     for thread in consumers:
         thread.start()
@@ -297,6 +308,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--producers", type=int, default=40,
                         help="threads sending one message at a time (default 40)")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--client", choices=("lean", "boto3"), default="lean",
+                        help="the load generator's SQS client (default lean)")
     parser.add_argument("--json", type=Path, default=ROOT / ".dmq" / "soak-mixed.json",
                         help="the figures as JSON (default .dmq/soak-mixed.json)")
     return parser.parse_args(argv)

@@ -39,13 +39,17 @@ LEAN_SQS_CALLS = {"send_message": "SendMessage", "receive_message": "ReceiveMess
                   "delete_message": "DeleteMessage"}
 
 
-def lean_sqs_client(endpoint: str, read_timeout: float = 300) -> Any:
+def lean_sqs_client(endpoint: str, read_timeout: float = 300, connections: int = 2,
+                    calls: dict[str, str] | None = None) -> Any:
     """An SQS client for plain-HTTP endpoints through the lean client DMQ's store calls
     go through (chalicelib/dynamo_client.py): DMQ's calls timed with it are set against
-    store calls timed with the same client, so neither carries botocore's client time."""
-    client = sqs_client(endpoint, attempts=1)
+    store calls timed with the same client, so neither carries botocore's client time.
+    It sends `calls` (LEAN_SQS_CALLS unless given) itself, signed, in SQS's JSON
+    protocol, and keeps up to `connections` connections for the threads that share it."""
+    client = sqs_client(endpoint, connections, read_timeout=read_timeout, attempts=1)
     return LeanDynamoDB(client, endpoint, Credentials(KEY, SECRET),
-                        5.0, read_timeout, 2, calls=LEAN_SQS_CALLS)
+                        5.0, read_timeout, connections,
+                        calls=LEAN_SQS_CALLS if calls is None else calls)
 
 
 def body(number: int, size: int) -> str:
