@@ -39,10 +39,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     yield counted
 
 
-def _repo(settings: Settings, cache_seconds: float, control: bool = True) -> QueueRepository:
+def _repo(settings: Settings, cache_seconds: float) -> QueueRepository:
     return QueueRepository(settings.queues_table, settings.region, settings.dynamodb_endpoint,
-                           cache_seconds,
-                           counts_table=settings.control_table if control else None,
+                           cache_seconds, counts_table=settings.control_table,
                            keep_s=KEPT_MAX_S)
 
 
@@ -84,41 +83,24 @@ def test_a_record_past_its_time_is_kept_while_no_queue_record_was_written(
     assert here.get("000000000000/later") is not None
 
 
-def test_without_a_control_table_each_read_past_its_time_goes_to_the_store(
-        aws: Clients, settings: Settings, reads: Counter[str]) -> None:
-    here = _repo(settings, TTL_S, control=False)
-    _repo(settings, 0.0).save(_record())
-    before = Counter(reads)
-    assert all(_later(here.get, Q) is not None for _ in range(3))
-    assert (reads - before)[settings.queues_table] == 3
-
-
-def test_within_its_time_a_record_costs_no_read_at_all(
-        aws: Clients, settings: Settings, reads: Counter[str]) -> None:
-    here = _repo(settings, 60.0)
-    _repo(settings, 0.0).save(_record())
-    before = Counter(reads)
-    assert all(here.get(Q) is not None for _ in range(3))
-    spent = reads - before
-    assert spent[settings.queues_table] == 1 and spent[settings.control_table] == 0, spent
-
-
-def test_a_time_to_live_of_zero_keeps_nothing(
-        aws: Clients, settings: Settings, reads: Counter[str]) -> None:
-    here = _repo(settings, 0.0)
-    _repo(settings, 0.0).save(_record())
-    before = Counter(reads)
-    assert all(here.get(Q) is not None for _ in range(3))
-    spent = reads - before
-    assert spent[settings.queues_table] == 3 and spent[settings.control_table] == 0, spent
-
-
-def test_on_lambda_a_record_past_its_time_is_read_again(
-        aws: Clients, settings: Settings, reads: Counter[str]) -> None:
+@pytest.mark.parametrize(("ttl_s", "control", "keep_s", "later", "reads_of"), [
+    # without a control table (no version to keep a record under): each read past its time
+    (TTL_S, False, KEPT_MAX_S, True, (3, 0)),
+    # within its time-to-live: no read at all after the first (which reads no version)
+    (60.0, True, KEPT_MAX_S, False, (1, 0)),
+    # a time-to-live of 0 keeps nothing
+    (0.0, True, KEPT_MAX_S, False, (3, 0)),
+    # on Lambda (keep_s 0) each read past its time goes to the store
+    (TTL_S, True, 0.0, True, (3, 0)),
+], ids=["no-control-table", "within-its-time", "ttl-zero", "lambda"])
+def test_what_each_read_costs_where_records_are_not_kept_past_their_time(
+        aws: Clients, settings: Settings, reads: Counter[str], ttl_s: float, control: bool,
+        keep_s: float, later: bool, reads_of: tuple[int, int]) -> None:
     here = QueueRepository(settings.queues_table, settings.region, settings.dynamodb_endpoint,
-                           TTL_S, counts_table=settings.control_table)  # keep_s=0
+                           ttl_s, counts_table=settings.control_table if control else None,
+                           keep_s=keep_s)
     _repo(settings, 0.0).save(_record())
     before = Counter(reads)
-    assert all(_later(here.get, Q) is not None for _ in range(3))
+    assert all((_later(here.get, Q) if later else here.get(Q)) is not None for _ in range(3))
     spent = reads - before
-    assert spent[settings.queues_table] == 3 and spent[settings.control_table] == 0, spent
+    assert (spent[settings.queues_table], spent[settings.control_table]) == reads_of, spent

@@ -77,6 +77,17 @@ def record(queue_id: str, shard: int, visible_at: int | None, event: str = "INSE
         "Keys": {"pk": {"S": f"{queue_id}#{shard}"}, "sk": {"S": "m"}}, "NewImage": image}}
 
 
+def stored_elsewhere(store: MemoryStore, service: MessageService, q: QueueRecord,
+                     body: str) -> None:
+    """A message another writer stored (not through `service`), visible now, whose stream
+    record the service is then shown."""
+    now = int(time.time() * 1000)
+    store.put_messages(q.queue_id, [(0, Message(
+        message_id=f"m-{body}", body=body, body_md5="", sent_ms=now, visible_at=now,
+        expires_ms=now + 60_000))])
+    service.observed_records([record(q.queue_id, 0, now)])
+
+
 # -- the wake-ups -------------------------------------------------------------------------
 
 def test_a_notify_wakes_the_waiters_of_its_queue_and_no_other() -> None:
@@ -191,11 +202,7 @@ def test_a_change_another_front_end_made_wakes_the_poll_through_the_stream() -> 
         time.sleep(0.01)
     # WHEN another writer stores a message (not through this service) and the stream
     # shows its record
-    now = int(time.time() * 1000)
-    message = Message(message_id="m-1", body="from elsewhere", body_md5="", sent_ms=now,
-                      visible_at=now, expires_ms=now + 60_000)
-    store.put_messages(q.queue_id, [(0, message)])
-    service.observed_records([record(q.queue_id, 0, now)])
+    stored_elsewhere(store, service, q, "from elsewhere")
     # THEN the poll gets it at once
     thread.join(5)
     (got, took), = out
@@ -403,11 +410,7 @@ def test_a_receive_that_took_every_visible_message_leaves_no_read_for_the_next_p
     # AND so does a message another writer stored, once the stream shows it
     assert service.receive(q, 10, 30, 0) == []
     reads = store.reads
-    now = int(time.time() * 1000)
-    store.put_messages(q.queue_id, [(0, Message(
-        message_id="m-elsewhere", body="d", body_md5="", sent_ms=now, visible_at=now,
-        expires_ms=now + 60_000))])
-    service.observed_records([record(q.queue_id, 0, now)])
+    stored_elsewhere(store, service, q, "d")
     assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["d"]
     assert store.reads == reads + 1
 
