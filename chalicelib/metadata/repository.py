@@ -53,7 +53,7 @@ CATALOGUE_MAX_AGE_S = 600.0
 # of a queue record moves it); the version is read for that at most every VERSION_CHECK_S
 # (or the time-to-live, when shorter).
 VERSION_CHECK_S = 1.0
-KEPT_MAX_S = 60.0  # the local server's `keep_s`
+KEPT_MAX_S = 30.0  # the local server's `keep_s` (below the 60 s a drained shard is kept)
 
 
 @contextmanager
