@@ -17,9 +17,6 @@ queue and a wake-up socket, so the selector is never changed from two threads at
 A connection whose long poll parks (`chalicelib/service/parking.py`) is held without a
 thread too, outside the selector (it is at work, not idle: never evicted, never timed
 out), until its wake-up calls back: it then gets a thread again, which serves the rest.
-The call-back only hands it to the selector thread, which starts that thread: the
-thread that saw the change (the stream pump, for most wake-ups) never waits for a new
-thread to start, which under load took it long enough to fall behind the streams.
 """
 
 from __future__ import annotations
@@ -126,8 +123,6 @@ class ConnectionPool:
         self._active = 0
         self._parked = 0  # connections whose request waits, parked, without a thread
         self._inbox: collections.deque[tuple[PooledConnection, bool]] = collections.deque()
-        self._resumed: collections.deque[PooledConnection] = collections.deque()
-        self._loop_over = False  # the selector thread takes no more resumed connections
         self._idle: collections.OrderedDict[int, PooledConnection] = collections.OrderedDict()
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -194,21 +189,10 @@ class ConnectionPool:
             self._drop(connection)
 
     def _resume(self, connection: PooledConnection) -> None:
-        """A parked connection's call-back (it must not block): the selector thread gives
-        it a thread to serve it on (or this call, once the selector thread has ended)."""
+        """A parked connection's call-back: a thread serves it on (it must not block)."""
         with self._lock:
             self._parked -= 1
             self._active += 1
-            handed = not self._loop_over
-            if handed:
-                self._resumed.append(connection)
-        if handed:
-            self._wake()
-        else:
-            self._serve_resumed(connection)
-
-    def _serve_resumed(self, connection: PooledConnection) -> None:
-        """A thread serves a resumed connection on."""
         try:
             threading.Thread(target=self._work, args=(connection,), name="dmq-http-conn",
                              daemon=True).start()
@@ -242,8 +226,6 @@ class ConnectionPool:
             self._shut()
 
     def _take_inbox(self) -> None:
-        while self._resumed:
-            self._serve_resumed(self._resumed.popleft())
         while self._inbox:
             connection, new = self._inbox.popleft()
             if new and not self._make_room():
@@ -315,12 +297,6 @@ class ConnectionPool:
         while self._inbox:
             connection, _new = self._inbox.popleft()
             self._drop(connection)
-        with self._lock:  # resumed as the loop ended: served here; later ones by their call
-            self._loop_over = True
-            resumed = list(self._resumed)
-            self._resumed.clear()
-        for connection in resumed:
-            self._serve_resumed(connection)
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()

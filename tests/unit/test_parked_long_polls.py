@@ -200,22 +200,10 @@ def test_a_parked_connection_is_served_on_by_a_new_thread_or_closed_when_none_st
         # GIVEN one connection parked (held without a thread) and one served and closed
         assert pool.parked() == 1 and len(closed) == 1
         # WHEN no thread can be started for its call-back THEN it is closed, not held
-        starters: list[str] = []
-
-        def no_thread(self: threading.Thread) -> None:
-            starters.append(threading.current_thread().name)
-            _no_thread(self)
-
-        monkeypatch.setattr(threading.Thread, "start", no_thread)
+        monkeypatch.setattr(threading.Thread, "start", _no_thread)
         callbacks[0]()
-        deadline = time.monotonic() + 5
-        while len(closed) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
         assert pool.parked() == 0 and len(closed) == 2
         assert pool.counts()[2] == 0  # nothing at work
-        # AND the call-back did not start the thread itself: the thread that saw the
-        # change (the stream pump) never waits for a new thread to start
-        assert starters == ["dmq-http-idle"]
     finally:
         pool.stop()
         for server_side, client_side in pairs:
