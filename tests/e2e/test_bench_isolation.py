@@ -37,7 +37,10 @@ def test_a_frozen_cluster_fails_fast_and_comes_back_without_losing_a_message() -
     # AND from then on c3's calls were refused with a retryable 503, at the median in
     # well under 100 ms (the tail holds the breaker's probes, which wait out the store)
     assert figures.fast.count > 0, report
-    assert all(code.startswith("503 ServiceUnavailable") for code in figures.fast_codes), report
+    # (or, for a receive of a shard this process had just seen emptied, an empty answer
+    # that needed no store call)
+    assert all(code.startswith("503 ServiceUnavailable")
+               or code == f"200 {isolation.EMPTY_RECEIVE}" for code in figures.fast_codes), report
     assert figures.fast_codes["503 ServiceUnavailable (breaker)"] > figures.fast.count / 2, report
     assert figures.breaker.p50_ms < isolation.FAST_MS, report
     # AND c3 served again within one probe interval of SIGCONT
