@@ -390,11 +390,11 @@ class ShardCounters:
                 continue
             old = result.get("Attributes")
             self._remember(table, pk, old, written, stale)
-            if not old or "listed" not in old:
-                self._list(table, pk)
-            if not old:
-                self._mark_new(table, pk)
+            if not old:  # the shard's first count: listed and known new in one write
+                self._list(table, pk, new=True)
                 return attempt + 2
+            if "listed" not in old:
+                self._list(table, pk)
             return attempt + 1
         raise ConditionFailedError(f"the count of {pk} in {table} kept moving")
 
@@ -438,13 +438,15 @@ class ShardCounters:
                  "ExpressionAttributeNames": {"#at": "at"}},
                 [*adds, *hints], stale)
 
-    def _list(self, table: str, pk: str) -> None:
+    def _list(self, table: str, pk: str, new: bool = False) -> None:
         """Put the shard in the active set, then mark its item `listed` (a failure
-        between the two leaves it unmarked: the next count lists it again)."""
+        between the two leaves it unmarked: the next count lists it again); `new`: its
+        first count, so no message of it is hidden from its buckets (`hnew`) either."""
         dynamo_sets.add(self._db, self.table, ACTIVE + table, [pk])
         with translate_errors():
             self._db.update_item(TableName=self.table, Key=self.key(table, pk),
-                                 UpdateExpression="SET listed = :yes",
+                                 UpdateExpression="SET listed = :yes" + (
+                                     ", hnew = :yes" if new else ""),
                                  ExpressionAttributeValues={":yes": {"BOOL": True}})
 
     def _remember(self, table: str, pk: str, old: Mapping[str, Any] | None,
@@ -456,10 +458,3 @@ class ShardCounters:
         names = {n for n in (old or {}) if hidden_counts.attribute_minute(n) is not None
                  or shard_load.slot_of(n) is not None}
         self._known[(table, pk)] = (names | set(written)) - set(removed)
-
-    def _mark_new(self, table: str, pk: str) -> None:
-        """The shard's first count: no message of it is hidden from its buckets."""
-        with translate_errors():
-            self._db.update_item(TableName=self.table, Key=self.key(table, pk),
-                                 UpdateExpression="SET hnew = :yes",
-                                 ExpressionAttributeValues={":yes": {"BOOL": True}})

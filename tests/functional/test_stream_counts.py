@@ -12,8 +12,9 @@ import pytest
 from chalice.test import Client
 
 from app import runtime
+from chalicelib import dynamo_sets
 from chalicelib.aws import Clients
-from chalicelib.backend.counters import MAX_TERMS, ShardCounters, changes_of
+from chalicelib.backend.counters import ACTIVE, MAX_TERMS, ShardCounters, changes_of
 from chalicelib.backend.hidden_counts import BUCKET_MS, HORIZON_MS
 from chalicelib.clusters.shard_load import SLOT_MS
 from chalicelib.domain.lanes import LANE_BASE
@@ -75,6 +76,29 @@ def test_a_batch_handed_over_again_is_counted_once(counters: ShardCounters) -> N
     counters.apply_records([*batch[2:], _insert(7, "m7"), _remove(8, "m2")])
     counters.apply_records([*batch[4:], _insert(7, "m7"), _remove(8, "m2"), _insert(9, "m9")])
     assert _total(counters) == 5
+
+
+def test_a_shards_first_count_lists_it_and_marks_it_new_in_three_writes(
+    counters: ShardCounters, aws: Clients,
+) -> None:
+    # GIVEN every UpdateItem the counter makes, counted
+    updates: list[str] = []
+    aws.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.UpdateItem",
+        lambda params, **_: updates.append(params["UpdateExpression"]))
+    # WHEN a shard never counted is counted for the first time
+    counters.apply_records([_insert(1, "m1")])
+    # THEN its count, its place in the active set, and its marks (listed, and counted
+    # from its start: nothing of it hidden from its buckets) are three writes
+    assert len(updates) == 3, updates
+    item = aws.dynamodb.get_item(TableName=CONTROL_TABLE, Key=counters.key(TABLE, PK))["Item"]
+    assert item["listed"] == {"BOOL": True} and item["hnew"] == {"BOOL": True}
+    assert PK in dynamo_sets.members(aws.dynamodb, CONTROL_TABLE, ACTIVE + TABLE)
+    # AND a later count of it is one write
+    updates.clear()
+    counters.apply_records([_insert(2, "m2")])
+    assert len(updates) == 1, updates
+    assert _total(counters) == 2
 
 
 def test_claims_and_visibility_changes_in_the_past_count_nothing_and_cost_nothing(
