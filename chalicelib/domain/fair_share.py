@@ -42,87 +42,125 @@ class WaitShareExceeded(Exception):
         self.limit = limit
 
 
+class _Account:
+    """One account's counts, under a lock of its own: accounts do not queue on each other."""
+
+    __slots__ = ("lock", "polls", "running", "turn", "waiting")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.turn = threading.Condition(self.lock)  # the requests waiting for room
+        self.running = 0
+        self.polls = 0  # long polls in progress
+        self.waiting = 0
+
+    def idle(self) -> bool:
+        return not (self.running or self.polls or self.waiting)
+
+
 class ConcurrencyShare:
     """Requests in progress per account, capped at `limit` each (0: no cap). A request
     over the cap waits its turn, up to `wait_s`, for one of the account's requests to end:
     a client that runs more requests at once than its share gets them served in turn,
     and a flooder's extra requests wait without costing anything but a sleeping thread.
-    Long polls in progress are capped at `max_waits` per account (0: no cap)."""
+    Long polls in progress are capped at `max_waits` per account (0: no cap).
+
+    Only what is capped is counted: without a cap a request takes no lock here. Each
+    account has its own lock, so one account's requests never wait on another's. (Under
+    the interpreter's global lock, one lock taken by every request of the server formed
+    a convoy under load: a thread woken holding it waited for the interpreter, and
+    every other request queued behind it, hundreds at a time.)"""
 
     def __init__(self, limit: int, wait_s: float = 0.0, max_waits: int = 0) -> None:
         self.limit = limit
         self.wait_s = wait_s
         self.max_waits = max_waits
-        self._lock = threading.Lock()
-        self._running: dict[str, int] = {}
-        self._polls: dict[str, int] = {}  # long polls in progress
-        self._turns: dict[str, threading.Condition] = {}  # the waiters of each account
-        self._waiting: dict[str, int] = {}
+        self._accounts: dict[str, _Account] = {}
+
+    def _locked(self, account: str) -> _Account:
+        """The account's counts, their lock held (made at first use)."""
+        while True:
+            state = self._accounts.get(account)
+            if state is None:
+                state = self._accounts.setdefault(account, _Account())
+            state.lock.acquire()
+            if self._accounts.get(account) is state:
+                return state
+            state.lock.release()  # dropped while this waited for it: take the new one
+
+    def _unlock(self, account: str, state: _Account) -> None:
+        """Release the account's lock, dropping its counts when nothing is counted (a
+        thread that fetched them meanwhile sees that and takes the new ones)."""
+        if state.idle():
+            self._accounts.pop(account, None)
+        state.lock.release()
 
     def enter(self, account: str, force: bool = False) -> bool:
         """Count one more request of the account, waiting up to `wait_s` for room; False
         (and nothing counted) when there was none. `force`: count it whatever the cap."""
+        if not self.limit:
+            return True
         deadline = time.monotonic() + self.wait_s
-        with self._lock:
-            while not force and self.limit and self._running.get(account, 0) >= self.limit:
+        state = self._locked(account)
+        try:
+            while not force and state.running >= self.limit:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._wait(account, remaining)
-            self._running[account] = self._running.get(account, 0) + 1
+                state.waiting += 1
+                try:
+                    state.turn.wait(remaining)
+                finally:
+                    state.waiting -= 1
+            state.running += 1
             return True
-
-    def _wait(self, account: str, timeout_s: float) -> None:
-        """Wait (the lock held) for one of the account's requests to end."""
-        turn = self._turns.setdefault(account, threading.Condition(self._lock))
-        self._waiting[account] = self._waiting.get(account, 0) + 1
-        try:
-            turn.wait(timeout_s)
         finally:
-            self._waiting[account] -= 1
-            if not self._waiting[account]:
-                del self._waiting[account]
-                del self._turns[account]
+            self._unlock(account, state)
 
     def leave(self, account: str) -> None:
         """A request of the account ended (or went idle): the next waiter may go."""
-        with self._lock:
-            running = self._running.get(account, 0) - 1
-            if running > 0:
-                self._running[account] = running
-            else:
-                self._running.pop(account, None)
-            turn = self._turns.get(account)
-            if turn is not None:
-                turn.notify()
+        if not self.limit:
+            return
+        state = self._locked(account)
+        try:
+            state.running = max(0, state.running - 1)
+            if state.waiting:
+                state.turn.notify()
+        finally:
+            self._unlock(account, state)
 
     def running(self, account: str) -> int:
-        """The account's requests in progress."""
-        with self._lock:
-            return self._running.get(account, 0)
+        """The account's requests in progress (0 where nothing is capped)."""
+        state = self._accounts.get(account)
+        return 0 if state is None else state.running
 
     def start_poll(self, account: str) -> None:
         """Count one more long poll of the account; WaitShareExceeded (nothing counted)
         when it has `max_waits` in progress already."""
-        with self._lock:
-            polls = self._polls.get(account, 0)
-            if self.max_waits and polls >= self.max_waits:
+        if not self.max_waits:
+            return
+        state = self._locked(account)
+        try:
+            if state.polls >= self.max_waits:
                 raise WaitShareExceeded(account, self.max_waits)
-            self._polls[account] = polls + 1
+            state.polls += 1
+        finally:
+            self._unlock(account, state)
 
     def end_poll(self, account: str) -> None:
         """A long poll of the account ended."""
-        with self._lock:
-            polls = self._polls.get(account, 0) - 1
-            if polls > 0:
-                self._polls[account] = polls
-            else:
-                self._polls.pop(account, None)
+        if not self.max_waits:
+            return
+        state = self._locked(account)
+        try:
+            state.polls = max(0, state.polls - 1)
+        finally:
+            self._unlock(account, state)
 
     def polls(self, account: str) -> int:
-        """The account's long polls in progress."""
-        with self._lock:
-            return self._polls.get(account, 0)
+        """The account's long polls in progress (0 where they are not capped)."""
+        state = self._accounts.get(account)
+        return 0 if state is None else state.polls
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,45 @@ def test_a_long_poll_gives_its_place_back_while_it_waits() -> None:
     assert seen == [1]  # taken again when the wait ended
 
 
+def test_many_waiters_of_one_account_are_served_in_turn_and_leave_nothing_behind() -> None:
+    # GIVEN a share of 3 and 40 requests of one account arriving at once, 5 of another's
+    share = ConcurrencyShare(limit=3, wait_s=5.0)
+    peak: dict[str, int] = {"a": 0, "b": 0}
+    served: list[str] = []
+    lock = threading.Lock()
+
+    def request(account: str) -> None:
+        assert share.enter(account)
+        try:
+            with lock:
+                peak[account] = max(peak[account], share.running(account))
+            time.sleep(0.01)
+            served.append(account)
+        finally:
+            share.leave(account)
+
+    threads = [threading.Thread(target=request, args=("a",)) for _ in range(40)]
+    threads += [threading.Thread(target=request, args=("b",)) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    # THEN all are served, never more than 3 of an account at once
+    assert sorted(served) == ["a"] * 40 + ["b"] * 5
+    assert peak == {"a": 3, "b": 3}
+    # AND once none is in progress, no account's counts are kept
+    assert (share.running("a"), share.running("b")) == (0, 0)
+    assert not share._accounts  # what a share keeps per account
+
+
+def test_without_a_cap_nothing_is_counted() -> None:
+    share = ConcurrencyShare(limit=0, max_waits=0)
+    assert all(share.enter(f"acct-{n}") for n in range(1000))
+    share.start_poll("acct-1")
+    assert (share.running("acct-1"), share.polls("acct-1")) == (0, 0)
+    assert not share._accounts  # what a share keeps per account
+
+
 # -- the front door, in process --------------------------------------------------------------
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
