@@ -9,10 +9,10 @@ AWS's common errors: the HTTP-level ones of AWS JSON services, SQS's where it ha
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from chalicelib.domain.unique_ids import random_uuid
 from chalicelib.frontend.json_protocol import error_response
 from chalicelib.service.exceptions import SqsError
 
@@ -55,7 +55,7 @@ def sqs_error(status: int, message: str, code: str | None = None) -> Reply:
     error.code = code or code_for(status)
     error.status = status
     error.sender_fault = status < 500
-    response = error_response(error, str(uuid.uuid4()))
+    response = error_response(error, random_uuid())
     return response.status, response.headers, response.body.encode("utf-8")
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 from typing import Any
+
+from chalicelib.domain.unique_ids import random_uuid
 
 Record = dict[str, Any]
 
@@ -16,7 +17,7 @@ class LambdaContext:
     aws_request_id = ""
 
     def __init__(self) -> None:
-        self.aws_request_id = str(uuid.uuid4())
+        self.aws_request_id = random_uuid()
 
     def get_remaining_time_in_millis(self) -> int:
         """As much time as Lambda's longest run."""

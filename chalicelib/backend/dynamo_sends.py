@@ -24,7 +24,6 @@ meet the messages its first attempt stored, and leave them as they are.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from chalicelib.domain.exceptions import (
     TransactionCancelledError,
 )
 from chalicelib.domain.messages import Message
+from chalicelib.domain.unique_ids import random_bytes
 from chalicelib.dynamo_batches import transact_write
 from chalicelib.dynamo_errors import translate_errors
 
@@ -100,7 +100,7 @@ class DynamoSends:
 
     def _items(self, queue_id: str, placed: Sequence[tuple[int, Message]]) -> list[Item]:
         """The items to put, large bodies and attributes offloaded under this call's names."""
-        suffix = os.urandom(6).hex()
+        suffix = random_bytes(6).hex()
         result = []
         for shard, message in placed:
             named = message.with_changes(message_id=f"{message.message_id}.{suffix}")

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
+from chalicelib.domain.unique_ids import random_bytes
+
 
 @dataclass(frozen=True)
 class AttributeValue:
@@ -216,7 +218,7 @@ def new_message_id(now_ms: int) -> str:
         else:
             sequence += 1
         _last_id[:] = [millis, sequence]
-    value = bytearray(millis.to_bytes(6, "big") + sequence.to_bytes(2, "big") + os.urandom(8))
+    value = bytearray(millis.to_bytes(6, "big") + sequence.to_bytes(2, "big") + random_bytes(8))
     value[6] = (value[6] & 0x0F) | 0x70  # version 7
     value[8] = (value[8] & 0x3F) | 0x80  # RFC 4122 variant
     return str(uuid.UUID(bytes=bytes(value)))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chalicelib import observability
+from chalicelib.domain.unique_ids import random_uuid
 from chalicelib.frontend.context import context_from_headers, region_from_headers
 from chalicelib.frontend.dispatch import dispatch
 from chalicelib.frontend.errors import to_sqs_error
@@ -76,7 +76,7 @@ def handle(
     Every request that names an action is metered against the caller's account, failed
     and refused ones included (SQS bills them), with its outcome.
     """
-    request_id = str(uuid.uuid4())
+    request_id = random_uuid()
     lowered = {k.lower(): v for k, v in headers.items()}
     action, params, result, account, queue = "", Params({}), None, "", None
     try:

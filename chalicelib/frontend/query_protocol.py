@@ -10,7 +10,6 @@ JSON (`query_json`).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
@@ -18,6 +17,7 @@ from urllib.parse import parse_qsl
 from botocore.model import OperationModel
 
 from chalicelib import observability
+from chalicelib.domain.unique_ids import random_uuid
 from chalicelib.frontend import query_input, query_json, query_output
 from chalicelib.frontend.context import (
     base_url_from_headers,
@@ -129,7 +129,7 @@ def handle(
 ) -> HttpResponse:
     """Serve one Query request: decode, dispatch, write XML; every failure is an SQS
     error in XML. Metered as the JSON protocol meters; `secure` as it takes it."""
-    request_id = str(uuid.uuid4())
+    request_id = random_uuid()
     lowered = {k.lower(): v for k, v in request.headers.items()}
     as_json = query_json.wants_json(lowered)
     action, params, account, queue = "", Params({}), "", None

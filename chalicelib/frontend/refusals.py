@@ -5,9 +5,9 @@ content type and the query string."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 
+from chalicelib.domain.unique_ids import random_uuid
 from chalicelib.frontend import json_protocol, query_json, query_protocol
 from chalicelib.frontend.json_protocol import HttpResponse
 from chalicelib.service.exceptions import SqsError
@@ -16,7 +16,7 @@ from chalicelib.service.exceptions import SqsError
 def refusal(error: SqsError, method: str, headers: Mapping[str, str],
             query: Mapping[str, str]) -> HttpResponse:
     """The SQS error answer to a request refused before it was read."""
-    request_id = str(uuid.uuid4())
+    request_id = random_uuid()
     if query_protocol.is_query(method, headers, query):
         as_json = query_json.wants_json({k.lower(): v for k, v in headers.items()})
         return query_protocol.error_response(error, request_id, as_json)
