@@ -167,11 +167,14 @@ def from_item(
 @dataclass(frozen=True)
 class ShardChange:
     """What a messages-table stream record says of a queue shard: which, and when the
-    message it wrote becomes visible (None: removed, or no visibility)."""
+    message it wrote becomes visible (None: removed, or no visibility); the message's id,
+    and whether the record is its insert."""
 
     queue_id: str
     shard: int
     visible_at: int | None
+    message_id: str = ""
+    inserted: bool = False
 
 
 def changed_shards(records: Iterable[Mapping[str, Any]]) -> Iterator[ShardChange]:
@@ -184,7 +187,9 @@ def changed_shards(records: Iterable[Mapping[str, Any]]) -> Iterator[ShardChange
         if not queue_id or not shard.isdigit():
             continue
         visible = ((data.get("NewImage") or {}).get("visible_at") or {}).get("N")
-        yield ShardChange(queue_id, int(shard), _whole(visible))
+        message_id = ((data.get("Keys") or {}).get("sk") or {}).get("S")
+        yield ShardChange(queue_id, int(shard), _whole(visible), str(message_id or ""),
+                          record.get("eventName") == "INSERT")
 
 
 def _whole(number: object) -> int | None:

@@ -344,7 +344,7 @@ class MessageService:
         now = self._clock.now_ms()
         woken: set[str] = set()
         for change in changed_shards(records):
-            if self._standard.observed(change.queue_id, change.shard, change.visible_at, now):
+            if self._standard.observed(change, now):
                 woken.add(change.queue_id)
         for queue_id in woken:
             self._wakeups.notify(queue_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 
+from chalicelib.backend.items import ShardChange
 from chalicelib.backend.store import NewPuts, VisibilityChange
 from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
@@ -140,12 +141,14 @@ class StandardMessages:
         """Every change to the shards reaches `observed` while `following()` holds."""
         self._hints.follow(following)
 
-    def observed(self, queue_id: str, shard: int, visible_at: int | None, now: int) -> bool:
+    def observed(self, change: ShardChange, now: int) -> bool:
         """A change the stream showed; True when the queue's long polls should look again.
         A noisy lane's messages are told apart by their visibility (`domain.lanes`)."""
+        visible_at, slot = change.visible_at, change.shard
         if visible_at is not None and visible_at >= LANE_BASE:
-            return self._hints.observed(queue_id, lane_slot(shard), visible_at - LANE_BASE, now)
-        return self._hints.observed(queue_id, shard, visible_at, now)
+            visible_at, slot = visible_at - LANE_BASE, lane_slot(change.shard)
+        return self._hints.observed(change.queue_id, slot, visible_at, now,
+                                    change.message_id if change.inserted else "")
 
     # -- delete and visibility --------------------------------------------------------------
     def delete(self, queue: QueueRecord,

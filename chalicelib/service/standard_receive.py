@@ -4,6 +4,7 @@ and over-received ones moved to the dead-letter queue."""
 
 from __future__ import annotations
 
+import collections
 import logging
 import random
 import threading
@@ -35,6 +36,10 @@ EMPTY_HINT_MS = 1000
 # process's own writes do, so a hint may last until the shard's next hidden message shows,
 # up to this long: a thousand idle long polls then cost no store request between changes.
 FOLLOWED_HINT_MS = 600_000
+# The messages this process claimed last (per process, all shards): the stream shows each
+# one's insert after the fact, and an insert of a message claimed here already is no news.
+# Some seconds of claims at a busy server's rate; the stream reader is rarely that far behind.
+CLAIMS_KEPT = 8192
 logger = logging.getLogger("chalicelib.service.messages")
 
 
@@ -58,6 +63,9 @@ class ShardHints:
         # EMPTY_HINT_MS from when it was made, for the times changes are not followed.
         self._empty_until: dict[tuple[str, int], tuple[int, int]] = {}
         self._writes: dict[tuple[str, int], int] = {}
+        # (queue id, slot, message id) -> when this process claimed it, oldest first
+        self._claimed: collections.OrderedDict[tuple[str, int, str], int] = \
+            collections.OrderedDict()
         self._lock = threading.Lock()
         self._following: Callable[[], bool] = _never
 
@@ -81,12 +89,30 @@ class ShardHints:
             self._empty_until.pop(key, None)
             self._writes[key] = self._writes.get(key, 0) + 1
 
-    def observed(self, queue_id: str, slot: int, visible_at: int | None, now: int) -> bool:
+    def claimed(self, queue_id: str, slot: int, message_ids: list[str], now: int) -> None:
+        """This process claimed these messages of the slot at `now`."""
+        with self._lock:
+            for message_id in message_ids:
+                self._claimed[(queue_id, slot, message_id)] = now
+            while len(self._claimed) > CLAIMS_KEPT:
+                self._claimed.popitem(last=False)
+
+    def observed(self, queue_id: str, slot: int, visible_at: int | None, now: int,
+                 inserted: str = "") -> bool:
         """A change to the shard that the stream showed (any writer's). It voids a read
         in progress like a write; a message visible now, or before the hint ends, ends or
-        shortens it. True when receivers waiting on the queue should look again."""
+        shortens it. True when receivers waiting on the queue should look again.
+
+        `inserted`: the change is the insert of this message. One that this process has
+        claimed since it turned visible is past news (its claim came after the insert,
+        and the claim's own change follows): it changes nothing. A message inserted anew
+        under the same id after the claim turns visible later than the claim, so it
+        still counts."""
         key = (queue_id, slot)
         with self._lock:
+            claimed_at = self._claimed.get((queue_id, slot, inserted)) if inserted else None
+            if claimed_at is not None and visible_at is not None and visible_at <= claimed_at:
+                return False
             self._writes[key] = self._writes.get(key, 0) + 1
             hint = self._empty_until.get(key)
             if hint is None or visible_at is None or visible_at >= hint[0]:
@@ -255,6 +281,8 @@ class StandardReceiver:
                     random.shuffle(ordered)
                 before = len(got)
                 lost = self._take(queue, placed, ordered, wanted - len(got), timeout, now, got)
+                self._hints.claimed(queue.queue_id, slot,
+                                    [r.message.message_id for r in got[before:]], now)
                 if lost:
                     frontier.forget()
                 self._record(queue.queue_id, page.items_read, lost)

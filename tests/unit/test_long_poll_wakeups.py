@@ -70,11 +70,12 @@ def in_background(call: Callable[[], list[Received]]) -> tuple[threading.Thread,
 
 
 def record(queue_id: str, shard: int, visible_at: int | None, event: str = "INSERT",
-           ) -> dict[str, Any]:
+           message_id: str = "m") -> dict[str, Any]:
     """A messages-table stream record in Lambda's shape."""
     image = {} if visible_at is None else {"visible_at": {"N": str(visible_at)}}
     return {"eventName": event, "dynamodb": {
-        "Keys": {"pk": {"S": f"{queue_id}#{shard}"}, "sk": {"S": "m"}}, "NewImage": image}}
+        "Keys": {"pk": {"S": f"{queue_id}#{shard}"}, "sk": {"S": message_id}},
+        "NewImage": image}}
 
 
 def stored_elsewhere(store: MemoryStore, service: MessageService, q: QueueRecord,
@@ -413,6 +414,32 @@ def test_a_receive_that_took_every_visible_message_leaves_no_read_for_the_next_p
     stored_elsewhere(store, service, q, "d")
     assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["d"]
     assert store.reads == reads + 1
+
+
+def test_the_stream_showing_the_insert_of_a_message_claimed_here_costs_no_read() -> None:
+    # GIVEN a message sent and received here, changes followed; the shard hinted empty
+    store = CountingStore()
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    service.send(q, SendRequest("", "a"))
+    (got,) = service.receive(q, 10, 30, 0)
+    assert store.reads == 1
+    sent = got.message.sent_ms
+    # WHEN the stream then shows that message's insert (its claim came after it)
+    service.observed_records([record(q.queue_id, 0, sent, message_id=got.message.message_id)])
+    # THEN that is no news: the next poll still makes no read
+    assert service.receive(q, 10, 30, 0) == [] and store.reads == 1
+    # AND the insert of a message not claimed here still voids the hint
+    stored_elsewhere(store, service, q, "b")
+    assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["b"]
+    assert store.reads == 2
+    # AND so does the same id inserted anew after the claim (visible later than it)
+    assert service.receive(q, 10, 30, 0) == [] and store.reads == 2
+    time.sleep(0.01)
+    later = int(time.time() * 1000)  # visible now, and since the claim
+    service.observed_records([record(q.queue_id, 0, later, message_id=got.message.message_id)])
+    service.receive(q, 10, 30, 0)
+    assert store.reads == 3
 
 
 def test_taken_messages_show_again_when_their_timeout_ends() -> None:
