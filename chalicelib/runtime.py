@@ -141,6 +141,8 @@ class Runtime:
     def archive_sink(self) -> Sink | None:
         """Where audit records go: the archive bucket, else the data folder, else nowhere.
         Built once per container (its S3 client is reused by every batch)."""
+        if self._sink is not None:
+            return self._sink
         with self._lock:
             if self._sink is None:
                 settings = self.settings
@@ -159,8 +161,7 @@ class Runtime:
         """The epoch of a region's store, read once per container: a store that loses its
         data loses the process too (the memory store), or keeps its epoch."""
         region = self.region_of(region)
-        with self._lock:
-            known = self._epochs.get(region)
+        known = self._epochs.get(region)
         if known is None:
             known = self.backend(region).control.epoch()
             with self._lock:
@@ -169,6 +170,8 @@ class Runtime:
 
     def meter(self) -> UsageMeter | None:
         """The container's usage counters (None when archiving is off)."""
+        if self._meter is not None:
+            return self._meter
         sink = self.archive_sink()
         with self._lock:
             if self._meter is None and sink is not None:
@@ -185,6 +188,9 @@ class Runtime:
     def failover(self, region: str = "") -> FailoverManager:
         """The region's heartbeat, promotion and rejoin manager (kept: it remembers rejoins)."""
         region = self.region_of(region)
+        known = self._managers.get(region)
+        if known is not None:
+            return known
         with self._lock:
             if region not in self._managers:
                 self._managers[region] = FailoverManager(
@@ -208,6 +214,9 @@ class Runtime:
         return self.local
 
     def _get(self, region: str) -> tuple[Services, Backend]:
+        built = self._built.get(region)  # what is built is read without the lock (below)
+        if built is not None:
+            return built
         with self._lock:
             if region not in self._built:
                 self._built[region] = self._build(self.settings, region)
@@ -320,6 +329,8 @@ class Runtime:
     def identities(self) -> Identities:
         """Access keys and callers (docs/security.md), over the default region's control
         table; built once per container."""
+        if self._identities is not None:
+            return self._identities
         with self._lock:
             if self._identities is None:
                 self._identities = self.keys.identities(self._clock)
@@ -328,6 +339,8 @@ class Runtime:
     def admission(self) -> Admission:
         """The front door of SQS requests (authentication, the accounts' concurrency
         shares and request rates), one per container."""
+        if self._admission is not None:
+            return self._admission
         with self._lock:
             if self._admission is None:
                 self._admission = Admission(
@@ -358,6 +371,9 @@ class Runtime:
 
     def _push_of(self, region: str) -> tuple[SubscriptionService, PushDelivery]:
         region = self.region_of(region)
+        known = self._push.get(region)
+        if known is not None:
+            return known
         services, backend = self._get(region)
         with self._lock:
             if region not in self._push:

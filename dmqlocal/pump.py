@@ -123,8 +123,12 @@ class StreamPump:
         return self._region
 
     def wake(self) -> None:
-        """Poll again now, and at the fast pace until the streams are quiet again."""
-        self._wake.set()
+        """Poll again now, and at the fast pace until the streams are quiet again. Set
+        already, it is left alone (setting takes the event's lock, and every request
+        wakes the pump): the pump clears it before the pass it wakes for, so that pass
+        comes after this call."""
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _run(self) -> None:
         pause = self._interval

@@ -39,8 +39,10 @@ class Scheduler:
         self.runs = 0
 
     def wake(self) -> None:
-        """A request reached the server: run the bindings it made busy at the next tick."""
-        self._woken.set()
+        """A request reached the server: run the bindings it made busy at the next tick
+        (an event set already is left alone, as the pump's is: no lock per request)."""
+        if not self._woken.is_set():
+            self._woken.set()
 
     def _period(self, binding: ScheduleBinding) -> float:
         idle = binding.idle_period_s is not None and binding.busy is not None \
