@@ -131,8 +131,11 @@ class QueueRepository:
         self._table = table
         self._cache_seconds = cache_seconds
         # queue id: (when it was read, the record, the catalogue's version before the read)
+        # Read and written without a lock (one dict operation each, atomic under the
+        # interpreter's lock): a lock taken by every request convoys under load.
         self._cache: dict[str, tuple[float, QueueRecord, int | None]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # for the version's compare-and-set
+        self._reading_version = threading.Lock()  # one version read at a time
         self._keep_s = keep_s if cache_seconds > 0 else 0.0
         self._version_check_s = min(VERSION_CHECK_S, cache_seconds)
         # The catalogue's version as last read: (monotonic time, version; None: unknown).
@@ -157,8 +160,7 @@ class QueueRepository:
     def get(self, queue_id: str, fresh: bool = False) -> QueueRecord | None:
         """The record of a queue, or None. `fresh` bypasses the cache; misses are never cached."""
         now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(queue_id)
+        cached = self._cache.get(queue_id)
         if cached and not fresh and self._still_good(cached, now):
             return cached[1]
         version = self._recent_version(now)
@@ -168,11 +170,9 @@ class QueueRepository:
             except self._model.DoesNotExist:
                 # A miss is not cached: a queue created in (or replicated to) this region
                 # must be found at once, as ListQueues, which reads the table, finds it.
-                with self._lock:
-                    self._cache.pop(queue_id, None)
+                self._cache.pop(queue_id, None)
                 return None
-        with self._lock:
-            self._cache[queue_id] = (now, record, version)
+        self._cache[queue_id] = (now, record, version)
         return record
 
     def _still_good(self, cached: tuple[float, QueueRecord, int | None], now: float) -> bool:
@@ -193,21 +193,25 @@ class QueueRepository:
         read it: a record that is not cached costs one store request, as before."""
         if self._keep_s <= 0:
             return None
-        with self._lock:
-            at, version = self._seen_version
+        at, version = self._seen_version
         return version if now - at < self._version_check_s else None
 
     def _current_version(self, now: float) -> int | None:
         """The catalogue's version, read again when the last read is older than the check
         interval (None: there is no control table). A record read after it is kept under
         it: a version older than the one the record's read would see only voids the entry
-        sooner."""
-        with self._lock:
-            at, version = self._seen_version
+        sooner. While another request reads it, None: the record is read again instead
+        (no queue of requests behind one read)."""
+        at, version = self._seen_version
         if now - at < self._version_check_s:
             return version
-        version = self._catalogue_version()  # a sick store fails the request here, once
-        self._remember_version(now, version)
+        if not self._reading_version.acquire(blocking=False):
+            return None
+        try:
+            version = self._catalogue_version()  # a sick store fails the request here, once
+            self._remember_version(now, version)
+        finally:
+            self._reading_version.release()
         return version
 
     def _remember_version(self, at: float, version: int | None) -> None:
@@ -218,8 +222,7 @@ class QueueRepository:
     def known(self, queue_id: str) -> bool:
         """Whether this process has met the queue's record (cached at any age): a hint,
         never an answer."""
-        with self._lock:
-            cached = self._cache.get(queue_id)
+        cached = self._cache.get(queue_id)
         return cached is not None and cached[1] is not None
 
     def save(self, record: QueueRecord, count: int = 0, quota: int = 0) -> QueueRecord:
@@ -234,8 +237,7 @@ class QueueRepository:
             with _translate():
                 model.save()
         saved = record.with_changes(version=int(model.version))
-        with self._lock:
-            self._cache[record.queue_id] = (time.monotonic(), saved, None)
+        self._cache[record.queue_id] = (time.monotonic(), saved, None)
         self._changed_quietly()
         return saved
 
@@ -303,8 +305,7 @@ class QueueRepository:
         with _translate():
             model.save(add_version_condition=False)
         saved = record.with_changes(version=int(model.version))
-        with self._lock:
-            self._cache[record.queue_id] = (time.monotonic(), saved, None)
+        self._cache[record.queue_id] = (time.monotonic(), saved, None)
         self._changed_quietly()
         return saved
 
