@@ -62,10 +62,10 @@ class IdleServer:
         self.start_dmq()
         return self
 
-    def start_dmq(self, counted: bool = True) -> Server:
+    def start_dmq(self, counted: bool = True, self_counting: bool = False) -> Server:
         """(Re)start DMQ on the same data folder, on the proxy (`counted`) or on the store
-        itself with default settings (its own request counting off too); it answers
-        when this returns."""
+        itself with default settings (its own request counting off too, unless
+        `self_counting`: `GET /_dmq/dynamodb-calls`); it answers when this returns."""
         assert self.proxy is not None
         if self.dmq is not None:
             self.dmq.stop()
@@ -73,7 +73,7 @@ class IdleServer:
                  self.store.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                  "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
         if not counted:
-            extra["DMQ_COUNT_DYNAMODB"] = "0"
+            extra["DMQ_COUNT_DYNAMODB"] = "1" if self_counting else "0"
         self.dmq = start_dmq(self.folder / "data", extra_env=extra)
         self.dmq.wait_answering()
         return self.dmq

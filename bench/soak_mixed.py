@@ -37,6 +37,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from bench.counting import RemoteCounter
 from bench.idle_cost import IdleServer
 from bench.many_queues import copy_queues
 from bench.servers import tree_rss_mib
@@ -86,6 +87,8 @@ class MixedFigures:
     last_p99_ms: dict[str, float] = field(default_factory=dict)
     rss_growth: float = 0.0
     verdict: dict[str, bool] = field(default_factory=dict)
+    # DMQ's store requests while the producers ran, by operation (`--count-store`)
+    store_calls: dict[str, int] = field(default_factory=dict)
 
     @property
     def server_errors(self) -> int:
@@ -201,6 +204,8 @@ def _drive(server: IdleServer, args: argparse.Namespace) -> MixedFigures:
         thread.start()
     figures = MixedFigures(args.duration, args.queues, args.consumers, args.rate)
     dmq_pid, store_pid = server.dmq.process.pid, server.store.pid
+    counter = RemoteCounter(endpoint) if args.count_store else None
+    counted_from = counter.snapshot() if counter is not None else None
     try:
         ends = mixed.started + args.duration
         while (left := ends - time.monotonic()) > 0:
@@ -221,6 +226,8 @@ def _drive(server: IdleServer, args: argparse.Namespace) -> MixedFigures:
         mixed.producing.clear()
         for thread in producers:
             thread.join(timeout=10)
+        if counter is not None and counted_from is not None:
+            figures.store_calls = (counter.snapshot() - counted_from).calls
         drain_until = time.monotonic() + DRAIN_S
         while time.monotonic() < drain_until:
             with mixed.lock:
@@ -294,6 +301,9 @@ def markdown(f: MixedFigures) -> str:
             f"({f.rss_growth:+.1%}); DynamoDB Local {min(store, default=0):.0f} to "
             f"{max(store, default=0):.0f} MiB", f"growth < {RSS_GROWTH:.0%}",
             f.verdict["memory flat"]),
+        *(["| DMQ's store requests per message sent | " + ", ".join(
+            f"{op} {n / max(1, f.sent):.2f}" for op, n in sorted(f.store_calls.items()))
+           + " | (no target) | |"] if f.store_calls else []),
     ])
 
 
@@ -310,6 +320,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--client", choices=("lean", "boto3"), default="lean",
                         help="the load generator's SQS client (default lean)")
+    parser.add_argument("--count-store", action="store_true",
+                        help="have DMQ count its own store requests, and print them per "
+                             "message (it costs the server a little CPU)")
     parser.add_argument("--json", type=Path, default=ROOT / ".dmq" / "soak-mixed.json",
                         help="the figures as JSON (default .dmq/soak-mixed.json)")
     return parser.parse_args(argv)
@@ -325,7 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = IdleServer()
     try:
         server.start()
-        server.start_dmq(counted=False)  # on the store itself: the proxy would slow it
+        # on the store itself: the proxy would slow it
+        server.start_dmq(counted=False, self_counting=args.count_store)
         figures = _drive(server, args)
     finally:
         server.stop()

@@ -13,7 +13,13 @@ from chalicelib.backend.wakeups import Wakeups
 from chalicelib.clock import Clock
 from chalicelib.clusters.stores import ClusterStores
 from chalicelib.domain.lanes import LANE_BASE, lane_slot
-from chalicelib.domain.messages import Counts, Message, MessageRef, VisibilityOutcome
+from chalicelib.domain.messages import (
+    Candidate,
+    Counts,
+    Message,
+    MessageRef,
+    VisibilityOutcome,
+)
 from chalicelib.domain.queues import QueueRecord
 from chalicelib.fifo import service as fifo_rules
 from chalicelib.service import fairness
@@ -100,9 +106,8 @@ class StandardMessages:
         placed = [(random.choice(shards).id, m) for m in messages]
         placed = self.fairness.steer(queue.queue_id, placed, self._clock.now_ms())
         unstored = self._stores.of(cluster).put_messages(queue.queue_id, placed)
-        for shard_id in {fairness.slot_of(shard_id, m) for shard_id, m in placed}:
-            self._hints.touch(queue.queue_id, shard_id)
         stored = [(s, m) for s, m in placed if m.message_id not in unstored]
+        self._touch_sent(queue, placed, stored)
         self._sync_replicas(queue, cluster, stored)
         return unstored
 
@@ -118,10 +123,28 @@ class StandardMessages:
         placed = self.fairness.steer(queue.queue_id, placed, self._clock.now_ms())
         puts = self._stores.of(cluster).put_new(queue.queue_id, placed)
         written = [(s, m) for s, m in placed if m.message_id in puts.written]
-        for shard_id in {fairness.slot_of(shard_id, m) for shard_id, m in written}:
-            self._hints.touch(queue.queue_id, shard_id)
+        self._touch_sent(queue, written, written)
         self._sync_replicas(queue, cluster, written)
         return puts
+
+    def _touch_sent(self, queue: QueueRecord, placed: list[tuple[int, Message]],
+                    stored: list[tuple[int, Message]]) -> None:
+        """Tell the hints of each slot written to what was sent there: the messages of
+        the main lane, visible at once and stored, as candidates a receive here may claim
+        without a read (`ShardHints.touch`); a slot that got any other write, none."""
+        now = self._clock.now_ms()
+        kept = {m.message_id for _, m in stored}
+        sent: dict[int, list[Candidate] | None] = {}
+        for shard_id, m in placed:
+            slot = fairness.slot_of(shard_id, m)
+            if slot != shard_id or m.visible_at > now or m.message_id not in kept:
+                sent[slot] = None
+            elif slot not in sent:
+                sent[slot] = [_candidate(shard_id, m)]
+            elif (known := sent[slot]) is not None:
+                known.append(_candidate(shard_id, m))
+        for slot, candidates in sent.items():
+            self._hints.touch(queue.queue_id, slot, candidates or ())
 
     # -- receive --------------------------------------------------------------------------
     def replay(self, queue: QueueRecord, attempt_id: str | None) -> list[Received] | None:
@@ -239,3 +262,11 @@ def _by_cluster(queue: QueueRecord, refs: list[MessageRef]) -> dict[str, list[Me
         if placed is not None:
             grouped.setdefault(placed.cluster, []).append(ref)
     return grouped
+
+
+def _candidate(shard: int, message: Message) -> Candidate:
+    """A message just stored, as a read of the index would show it (the claim reads the
+    item back: `message` is left out, so what the store holds is what is returned)."""
+    return Candidate(shard=shard, message_id=message.message_id,
+                     visible_at=message.visible_at, expires_ms=message.expires_ms,
+                     receive_count=0, sent_ms=message.sent_ms)

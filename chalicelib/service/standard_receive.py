@@ -8,7 +8,7 @@ import collections
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from chalicelib import observability
 from chalicelib.backend.store import CandidatePage
@@ -40,6 +40,9 @@ FOLLOWED_HINT_MS = 600_000
 # one's insert after the fact, and an insert of a message claimed here already is no news.
 # Some seconds of claims at a busy server's rate; the stream reader is rarely that far behind.
 CLAIMS_KEPT = 8192
+# At most this many messages sent here are kept per slot for receives to claim without a
+# read: past it (a queue nobody reads), the slot is forgotten and read again.
+SENT_KEPT = 100
 logger = logging.getLogger("chalicelib.service.messages")
 
 
@@ -62,6 +65,9 @@ class ShardHints:
         # (queue id, slot) -> (until, short until): the second bounds a hint to
         # EMPTY_HINT_MS from when it was made, for the times changes are not followed.
         self._empty_until: dict[tuple[str, int], tuple[int, int]] = {}
+        # (queue id, slot) -> messages this process sent to a slot while it was hinted
+        # empty: under that hint, the slot holds these visible, and nothing else.
+        self._sent: dict[tuple[str, int], list[Candidate]] = {}
         self._writes: dict[tuple[str, int], int] = {}
         # (queue id, slot, message id) -> when this process claimed it, oldest first
         self._claimed: collections.OrderedDict[tuple[str, int, str], int] = \
@@ -82,12 +88,56 @@ class ShardHints:
         """How far past `now` a read looks for the next hidden message."""
         return FOLLOWED_HINT_MS if self._following() else EMPTY_HINT_MS
 
-    def touch(self, queue_id: str, shard_id: int) -> None:
-        """This process wrote to the shard: it is no longer known to be empty."""
+    def touch(self, queue_id: str, shard_id: int, sent: Sequence[Candidate] = ()) -> None:
+        """This process wrote to the shard: it is no longer known to be empty. `sent`:
+        the write was these messages, visible now, and nothing else: a shard hinted
+        empty then holds exactly those and whatever it was known to hold (a receive
+        claims them without reading the index, `take_sent`)."""
         with self._lock:
             key = (queue_id, shard_id)
-            self._empty_until.pop(key, None)
             self._writes[key] = self._writes.get(key, 0) + 1
+            known = [*self._sent.get(key, ()), *sent]
+            if sent and key in self._empty_until and len(known) <= SENT_KEPT:
+                self._sent[key] = known
+            else:
+                self._drop(key)
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        """Forget what is known of the slot (the lock held)."""
+        self._empty_until.pop(key, None)
+        self._sent.pop(key, None)
+
+    def drop(self, queue_id: str, slot: int) -> None:
+        """Forget what is known of the slot: the next receive reads it."""
+        with self._lock:
+            self._drop((queue_id, slot))
+
+    def take_sent(self, queue_id: str, slot: int, now: int, limit: int) -> list[Candidate]:
+        """Up to `limit` of the messages known to be all the slot holds visible (sent
+        here since it was hinted empty), oldest first, handed to one receive; [] when
+        none is known."""
+        key = (queue_id, slot)
+        with self._lock:
+            sent = self._sent.get(key)
+            if not sent or self._hint_end(key) <= now:
+                return []
+            handed, rest = sent[:limit], sent[limit:]
+            if rest:
+                self._sent[key] = rest
+            else:
+                del self._sent[key]
+            return handed
+
+    def claimed_sent(self, queue_id: str, slot: int, visible_again: int) -> None:
+        """A receive claimed what `take_sent` handed it, until `visible_again`: the
+        hint may last no longer (a message not deleted shows again then, with no
+        change to the store to say so)."""
+        key = (queue_id, slot)
+        with self._lock:
+            hint = self._empty_until.get(key)
+            if hint is not None:
+                self._empty_until[key] = (min(hint[0], visible_again),
+                                          min(hint[1], visible_again))
 
     def claimed(self, queue_id: str, slot: int, message_ids: list[str], now: int) -> None:
         """This process claimed these messages of the slot at `now`. No lock: each step
@@ -117,21 +167,27 @@ class ShardHints:
             claimed_at = self._claimed.get((queue_id, slot, inserted)) if inserted else None
             if claimed_at is not None and visible_at is not None and visible_at <= claimed_at:
                 return False
+            if inserted and any(c.message_id == inserted for c in self._sent.get(key, ())):
+                return False  # sent here, and known to the hint already
             self._writes[key] = self._writes.get(key, 0) + 1
             hint = self._empty_until.get(key)
             if hint is None or visible_at is None or visible_at >= hint[0]:
                 return False
             if visible_at <= now:
-                del self._empty_until[key]
+                self._drop(key)
             else:
                 self._empty_until[key] = (visible_at, min(hint[1], visible_at))
             return True
 
-    def _until(self, key: tuple[str, int]) -> int:
+    def _hint_end(self, key: tuple[str, int]) -> int:
         hint = self._empty_until.get(key)
         if hint is None:
             return 0
         return hint[0] if self._following() else hint[1]
+
+    def _until(self, key: tuple[str, int]) -> int:
+        """Until when the slot holds nothing visible (0: it may now)."""
+        return 0 if self._sent.get(key) else self._hint_end(key)
 
     def known_empty(self, queue_id: str, shard_id: int, now: int) -> bool:
         """True while the shard is known to hold nothing visible."""
@@ -158,6 +214,7 @@ class ShardHints:
         with self._lock:
             if self._writes.get(key, 0) == writes:
                 self._empty_until[key] = (until, min(until, now + EMPTY_HINT_MS))
+                self._sent.pop(key, None)  # nothing written since: nothing was sent
 
 
 class StandardReceiver:
@@ -249,6 +306,11 @@ class StandardReceiver:
         base = LANE_BASE if lane else 0
         slot = lane_slot(shard) if lane else shard
         store = self._stores.of(placed.cluster)
+        if not lane:
+            handed = self._hints.take_sent(queue.queue_id, slot, self._clock.now_ms(),
+                                           wanted - len(got))
+            if handed and self._claim_sent(queue, placed, handed, wanted, timeout, got):
+                return
         frontier = self._frontier(queue.queue_id, slot)
         writes = self._hints.writes(queue.queue_id, slot)
         after: Candidate | None = None
@@ -312,6 +374,29 @@ class StandardReceiver:
             if not page.kept and (not page.more or page.last is None):
                 break
             after = page.last
+
+    def _claim_sent(self, queue: QueueRecord, placed: Shard, handed: list[Candidate],
+                    wanted: int, timeout: int, got: list[Received]) -> bool:
+        """Claim messages sent here to a shard hinted empty (all it holds visible), with
+        no read of the index: each claim is conditional on the `visible_at` they were
+        written with, as a read's are. False when a claim was lost: the shard's hint is
+        dropped and the caller reads it as usual (a failure drops it too, and raises)."""
+        now = self._clock.now_ms()
+        before = len(got)
+        try:
+            lost = self._take(queue, placed, sorted(handed, key=_sent_order),
+                              wanted - len(got), timeout, now, got)
+        except BaseException:
+            self._hints.drop(queue.queue_id, placed.id)
+            raise
+        self._hints.claimed(queue.queue_id, placed.id,
+                            [r.message.message_id for r in got[before:]], now)
+        self._record(queue.queue_id, 0, lost)
+        if lost:
+            self._hints.drop(queue.queue_id, placed.id)
+            return False
+        self._hints.claimed_sent(queue.queue_id, placed.id, now + timeout * 1000)
+        return True
 
     def _frontier(self, queue_id: str, shard: int) -> Frontier:
         with self._lock:

@@ -20,9 +20,10 @@ from chalicelib.domain.exceptions import (
     StoreUnavailableError,
 )
 from chalicelib.domain.lanes import LANE_BASE
-from chalicelib.domain.messages import Message
+from chalicelib.domain.messages import AttributeValue, Message
 from chalicelib.domain.queues import QueueRecord, Shard
 from chalicelib.service import messages as messages_module
+from chalicelib.service import standard_receive
 from chalicelib.service.messages import MessageService, Received, SendRequest
 from chalicelib.service.queue_kinds import STANDARD
 from chalicelib.service.receipts import ReceiptCodec
@@ -352,12 +353,13 @@ def test_a_long_poll_tries_a_slow_store_again_within_its_wait() -> None:
     got = service.receive(q, 1, None, 5)
     assert [r.message.body for r in got] == ["kept"] and store.reads == 3
     # AND a short poll has no wait to try again in: the client gets the error (a 503)
-    # (after another send: the receive that took the only message left the shard hinted
-    # empty, and the poll would not read it)
-    service.send(q, SendRequest("", "more"))
+    # (on another queue: the receive that took the only message left this one's shard
+    # hinted empty, and a message sent there now is claimed without a read)
+    other = queue("flaky-short")
+    service.send(other, SendRequest("", "more"))
     store.reads, store.failures = 0, 1
     with pytest.raises(StoreUnavailableError):
-        service.receive(q, 1, 0, 0)
+        service.receive(other, 1, 0, 0)
 
 
 def test_a_long_poll_answers_a_refused_cluster_at_once() -> None:
@@ -440,6 +442,114 @@ def test_the_stream_showing_the_insert_of_a_message_claimed_here_costs_no_read()
     service.observed_records([record(q.queue_id, 0, later, message_id=got.message.message_id)])
     service.receive(q, 10, 30, 0)
     assert store.reads == 3
+
+
+def _drained(store: MemoryStore) -> tuple[MessageService, QueueRecord]:
+    """A service following changes, and a queue whose one shard a receive has drained
+    (one read; the shard is hinted empty)."""
+    service = service_over(store, following=lambda: True)
+    q = queue("q")
+    service.send(q, SendRequest("", "first"))
+    assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["first"]
+    return service, q
+
+
+def test_messages_sent_here_to_a_drained_shard_are_claimed_without_a_read() -> None:
+    # GIVEN a drained shard (one read so far)
+    store = CountingStore()
+    service, q = _drained(store)
+    assert store.reads == 1
+    # WHEN a message is sent here THEN the next receive claims it without reading
+    service.send(q, SendRequest("", "a"))
+    assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["a"]
+    # AND three sent, received one at a time, oldest first: still no read
+    for body in ("b", "c", "d"):
+        service.send(q, SendRequest("", body))
+    assert [[r.message.body for r in service.receive(q, 1, 30, 0)] for _ in range(3)] == [
+        ["b"], ["c"], ["d"]]
+    # AND the shard is empty again: a poll neither reads nor finds anything
+    assert service.receive(q, 10, 30, 0) == []
+    assert store.reads == 1
+    # AND what the receive returns is the message as stored, claimed
+    service.send(q, SendRequest("", "e", attributes={"k": AttributeValue("String", "v")}))
+    (got,) = service.receive(q, 10, 30, 0)
+    assert (got.message.body, got.message.receive_count) == ("e", 1)
+    assert got.message.attributes == {"k": AttributeValue("String", "v")}
+
+
+def test_messages_sent_to_a_drained_shard_nobody_reads_are_not_kept_without_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(standard_receive, "SENT_KEPT", 3)
+    store = CountingStore()
+    service, q = _drained(store)
+    for n in range(4):  # one more than is kept: the shard is forgotten, and read
+        service.send(q, SendRequest("", f"m{n}"))
+    assert len(service.receive(q, 10, 30, 0)) == 4 and store.reads == 2
+
+
+def test_a_message_sent_here_with_a_delay_is_not_handed_over() -> None:
+    store = CountingStore()
+    service, q = _drained(store)
+    service.send(q, SendRequest("", "later", delay_seconds=1))
+    assert service.receive(q, 10, 30, 0) == [] and store.reads == 2  # read: unknown
+    time.sleep(1.1)
+    assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["later"]
+
+
+def test_a_handed_message_another_receiver_took_is_looked_for_in_the_index() -> None:
+    # GIVEN a message sent here to a drained shard, then claimed by another process
+    store = CountingStore()
+    service, q = _drained(store)
+    service.send(q, SendRequest("", "raced"))
+    now = int(time.time() * 1000)
+    page = store.find_candidates(q.queue_id, 0, now + 1, 10, None, 0)
+    (candidate,) = page.candidates
+    assert store.claim(q.queue_id, 0, candidate, now + 60_000, "elsewhere", now) is not None
+    reads = store.reads
+    # WHEN a receive here is handed it THEN its claim is lost, and it reads the shard
+    assert service.receive(q, 10, 30, 0) == []
+    assert store.reads == reads + 1
+    # AND a message sent after that is found as usual
+    service.send(q, SendRequest("", "next"))
+    assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["next"]
+
+
+class FailingClaims(CountingStore):
+    """The in-memory store whose claims fail `failures` times first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+
+    def claim(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailableError("claim timed out")
+        return super().claim(*args, **kwargs)
+
+
+def test_a_handed_message_whose_claim_failed_is_not_left_behind() -> None:
+    # GIVEN a message sent here to a drained shard, and a claim that fails once
+    store = FailingClaims()
+    service, q = _drained(store)
+    service.send(q, SendRequest("", "kept"))
+    store.failures = 1
+    # WHEN a short poll is handed it THEN the error reaches the client (a 503)
+    with pytest.raises(StoreUnavailableError):
+        service.receive(q, 10, 30, 0)
+    # AND the message is not hidden behind the hint: the next receive reads and gets it
+    assert [r.message.body for r in service.receive(q, 10, 30, 0)] == ["kept"]
+
+
+def test_a_handed_message_not_deleted_shows_again_after_its_timeout() -> None:
+    store = CountingStore()
+    service, q = _drained(store)
+    service.send(q, SendRequest("", "again"))
+    assert [r.message.body for r in service.receive(q, 10, 1, 0)] == ["again"]
+    assert service.receive(q, 10, 1, 0) == []
+    time.sleep(1.1)
+    assert [r.message.body for r in service.receive(q, 10, 1, 0)] == ["again"]
 
 
 def test_taken_messages_show_again_when_their_timeout_ends() -> None:
