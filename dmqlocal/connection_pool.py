@@ -37,6 +37,14 @@ from typing import Any, Protocol
 from dmqlocal.http_errors import sqs_error
 
 logger = logging.getLogger("dmq.local")
+# A thread that served a connection waits this long for the next one before it ends: a
+# connection that becomes ready (a parked long poll woken, an idle one sending) is handed
+# to a waiting thread, not to a new one. Starting a thread waits until the new thread
+# runs, and on a busy server that wait fell on whoever woke the poll: the stream pump
+# (seconds a batch, so it fell behind the stream) or a SendMessage.
+# At most WORKER_IDLE_MAX threads wait at once: past that a thread ends when its work does.
+WORKER_IDLE_S = 0.5
+WORKER_IDLE_MAX = 32
 # A connection whose next request comes within this long keeps its thread.
 HOT_S = 0.05
 # File descriptors kept free besides the connections (files, logs, the background work).
@@ -130,6 +138,9 @@ class ConnectionPool:
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._stopping = threading.Event()
+        self._ready: collections.deque[PooledConnection] = collections.deque()
+        self._handoff = threading.Condition(threading.Lock())
+        self._idle_workers = 0  # threads waiting for a ready connection
         self._thread = threading.Thread(target=self._loop, name="dmq-http-idle", daemon=True)
         self.refused = 0
         self.evicted = 0
@@ -142,6 +153,8 @@ class ConnectionPool:
         """Close every idle connection and stop; connections at work close when done."""
         self._stopping.set()
         self._wake()
+        with self._handoff:
+            self._handoff.notify_all()
         self._thread.join(timeout=5)
 
     def counts(self) -> tuple[int, int, int]:
@@ -194,8 +207,7 @@ class ConnectionPool:
             self._parked -= 1
             self._active += 1
         try:
-            threading.Thread(target=self._work, args=(connection,), name="dmq-http-conn",
-                             daemon=True).start()
+            self._serve_on(connection)
         except RuntimeError:  # no thread to be had: the connection ends, not held forever
             logger.exception("no thread to serve a parked long poll on; its connection closes")
             with self._lock:
@@ -266,8 +278,41 @@ class ConnectionPool:
         self._unregister(connection)
         with self._lock:
             self._active += 1
-        threading.Thread(target=self._work, args=(connection,), name="dmq-http-conn",
+        self._serve_on(connection)
+
+    # -- the threads that serve -----------------------------------------------------------
+    def _serve_on(self, connection: PooledConnection) -> None:
+        """Serve the connection on a thread: one waiting for work, else a new one."""
+        with self._handoff:
+            if self._idle_workers > len(self._ready):  # one of them will take it
+                self._ready.append(connection)
+                self._handoff.notify()
+                return
+        threading.Thread(target=self._worker, args=(connection,), name="dmq-http-conn",
                          daemon=True).start()
+
+    def _worker(self, connection: PooledConnection | None) -> None:
+        while connection is not None:
+            self._work(connection)
+            connection = self._next_ready()
+
+    def _next_ready(self) -> PooledConnection | None:
+        """The next connection to serve, waited for up to WORKER_IDLE_S (None: none came,
+        enough threads wait already, or the pool stops: the thread ends)."""
+        deadline = time.monotonic() + WORKER_IDLE_S
+        with self._handoff:
+            if self._idle_workers >= WORKER_IDLE_MAX and not self._ready:
+                return None
+            self._idle_workers += 1
+            try:
+                while not self._ready:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._stopping.is_set():
+                        return None
+                    self._handoff.wait(left)
+                return self._ready.popleft()
+            finally:
+                self._idle_workers -= 1
 
     def _expire(self, now: float) -> float | None:
         """Close connections idle too long; how long until the next one is due."""

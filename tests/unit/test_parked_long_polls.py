@@ -19,6 +19,7 @@ from chalicelib.domain.fair_share import ConcurrencyShare
 from chalicelib.frontend.throttling import check_rate
 from chalicelib.service import parking
 from chalicelib.service.messages import Received, SendRequest
+from dmqlocal import connection_pool
 from dmqlocal.connection_pool import ConnectionPool, PooledConnection
 from tests.unit.memory_store import MemoryStore
 from tests.unit.test_long_poll_wakeups import queue, service_over
@@ -187,6 +188,7 @@ def test_a_parked_connection_is_served_on_by_a_new_thread_or_closed_when_none_st
         served.append(1)
         return Stub() if len(served) == 1 else False
 
+    monkeypatch.setattr(connection_pool, "WORKER_IDLE_S", 0.0)  # no thread waits for work
     pool = ConnectionPool(serve, closed.append, lambda sock: None, 10, 60.0)
     pool.start()
     pairs = [socket.socketpair() for _ in range(2)]
@@ -199,7 +201,8 @@ def test_a_parked_connection_is_served_on_by_a_new_thread_or_closed_when_none_st
             time.sleep(0.01)
         # GIVEN one connection parked (held without a thread) and one served and closed
         assert pool.parked() == 1 and len(closed) == 1
-        # WHEN no thread can be started for its call-back THEN it is closed, not held
+        # WHEN no thread waits for work and none can be started for its call-back THEN it
+        # is closed, not held
         monkeypatch.setattr(threading.Thread, "start", _no_thread)
         callbacks[0]()
         assert pool.parked() == 0 and len(closed) == 2
@@ -213,3 +216,50 @@ def test_a_parked_connection_is_served_on_by_a_new_thread_or_closed_when_none_st
 
 def _no_thread(self: threading.Thread) -> None:
     raise RuntimeError("can't start new thread")
+
+
+def test_a_woken_connection_is_served_by_a_thread_waiting_for_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a connection parked, and the thread that served it waiting for more work
+    monkeypatch.setattr(connection_pool, "WORKER_IDLE_S", 30.0)
+    callbacks: list[Any] = []
+    served: list[str] = []
+
+    class Stub:
+        def watch(self, callback: Any) -> None:
+            callbacks.append(callback)
+
+    def serve(connection: PooledConnection) -> Any:
+        served.append(threading.current_thread().name)
+        return Stub() if len(served) == 1 else False
+
+    pool = ConnectionPool(serve, lambda c: None, lambda sock: None, 10, 60.0)
+    pool.start()
+    server_side, client_side = socket.socketpair()
+    try:
+        pool.offer(server_side, ("127.0.0.1", 0))
+        client_side.send(b"x")
+        deadline = time.monotonic() + 5
+        while not callbacks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = threading.Thread.start
+        starts: list[int] = []
+
+        def counted(self: threading.Thread) -> None:
+            starts.append(1)
+            started(self)
+
+        # WHEN it is woken THEN it is served on without a thread started for it
+        threading.Thread.start = counted  # type: ignore[method-assign]
+        try:
+            callbacks[0]()
+            while len(served) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            threading.Thread.start = started  # type: ignore[method-assign]
+        assert len(served) == 2 and starts == []
+    finally:
+        pool.stop()
+        server_side.close()
+        client_side.close()
