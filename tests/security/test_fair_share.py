@@ -25,6 +25,7 @@ from chalicelib.backend.wakeups import Wakeups
 from chalicelib.domain import fair_share
 from chalicelib.domain.fair_share import ConcurrencyShare
 from chalicelib.settings import Settings
+from dmqlocal import connection_pool
 from dmqlocal.front_door import FrontDoor
 from dmqlocal.server import LocalServer
 from tests.admin_signing import sign
@@ -239,8 +240,10 @@ def test_a_waiting_long_poll_is_parked_without_a_thread_or_its_accounts_place(
     deadline = time.monotonic() + 5
     while served.parked() < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
-    # THEN both wait parked: no server thread is theirs (the two are the clients')
+    # THEN both wait parked: no server thread is theirs (the two are the clients'; the
+    # threads that served them wait for other work a moment, then end)
     assert served.parked() == 2
+    time.sleep(connection_pool.WORKER_IDLE_S + 0.3)
     assert threading.active_count() <= threads_before + 2 + 1  # + the wake-up timer
     # AND each account's one place is free: its send is served while its poll waits
     json_sqs.send_message(QueueUrl=json_url, MessageBody="to json")

@@ -14,8 +14,8 @@ from dmqlocal.connection import ConnectionGateway
 
 
 def test_the_lambda_context_has_chalices_fields_and_a_fresh_request_id() -> None:
-    config = Config.create(app_name="dmq", lambda_timeout=30, lambda_memory_size=512)
-    gateway = ConnectionGateway(Chalice(app_name="dmq"), config)
+    config = Config.create(app_name="gateway-test", lambda_timeout=30, lambda_memory_size=512)
+    gateway = ConnectionGateway(Chalice(app_name="gateway-test"), config)
     made = [gateway._generate_lambda_context() for _ in range(3)]  # what serving uses
     chalices = LambdaContext(str(config.function_name), 512, max_runtime_ms=30_000)
     assert set(vars(made[0])) == set(vars(chalices))
@@ -29,7 +29,8 @@ def test_the_lambda_context_has_chalices_fields_and_a_fresh_request_id() -> None
 
 
 def test_a_gateway_without_settings_makes_the_context_chalices_would() -> None:
-    gateway = ConnectionGateway(Chalice(app_name="dmq"), Config())  # as the server makes it
+    # as the server makes it
+    gateway = ConnectionGateway(Chalice(app_name="gateway-test"), Config())
     ours = gateway._generate_lambda_context()
     chalices = super(ConnectionGateway, gateway)._generate_lambda_context()
     same = ("function_name", "memory_limit_in_mb", "_max_runtime", "function_version")
