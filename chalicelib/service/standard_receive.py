@@ -41,8 +41,10 @@ FOLLOWED_HINT_MS = 600_000
 # Some seconds of claims at a busy server's rate; the stream reader is rarely that far behind.
 CLAIMS_KEPT = 8192
 # At most this many messages sent here are kept per slot for receives to claim without a
-# read: past it (a queue nobody reads), the slot is forgotten and read again.
-SENT_KEPT = 100
+# read (a receive takes ten at most): past it (a queue nobody reads), the slot is
+# forgotten and read again. So a backlog building on 10,000 drained queues keeps at most
+# ten candidates of each in memory.
+SENT_KEPT = 10
 logger = logging.getLogger("chalicelib.service.messages")
 
 
@@ -96,9 +98,9 @@ class ShardHints:
         with self._lock:
             key = (queue_id, shard_id)
             self._writes[key] = self._writes.get(key, 0) + 1
-            known = [*self._sent.get(key, ()), *sent]
-            if sent and key in self._empty_until and len(known) <= SENT_KEPT:
-                self._sent[key] = known
+            known = self._sent.get(key, [])
+            if sent and key in self._empty_until and len(known) + len(sent) <= SENT_KEPT:
+                self._sent[key] = [*known, *sent]
             else:
                 self._drop(key)
 
