@@ -42,6 +42,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from bench.servers import stop_like_ctrl_c
 from bench.timing import Latency, Recorder
 from chalicelib.aws import Clients
 from chalicelib.settings import Settings
@@ -324,6 +325,7 @@ def measure_floor(messages: int = 4000, producers: int = 4, consumers: int = 4,
     """Start a DynamoDB Local of its own with DMQ's tables, warm it up, then measure."""
     with tempfile.TemporaryDirectory(prefix="dmq-bench-floor-") as folder:
         store = DynamoDBLocal(Path(folder) / "dynamodb")
+        stop_like_ctrl_c()
         endpoint = store.start()
         try:
             provision_tables(endpoint)

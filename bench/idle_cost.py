@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.servers import Server, start_dmq
+from bench.servers import Server, start_dmq, stop_like_ctrl_c
 from bench.sqs import sqs_client
 from bench.store_proxy import CountingProxy
 from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
@@ -58,6 +58,7 @@ class IdleServer:
 
     def start(self) -> IdleServer:
         """Start all three; the DMQ server answers when this returns."""
+        stop_like_ctrl_c()
         self.proxy = CountingProxy(self.store.start()).start()
         self.start_dmq()
         return self

@@ -34,7 +34,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from bench.servers import start_dmq, wait_idle
+from bench.servers import start_dmq, stop_like_ctrl_c, wait_idle
 from bench.timing import Latency
 from dmqlocal.dynamodb_local import DynamoDBLocal
 
@@ -248,6 +248,7 @@ def fleet() -> Iterator[tuple[str, dict[str, str], int]]:
         for cluster in CLUSTERS[1:]:
             stores[cluster] = DynamoDBLocal(data / cluster)
             stack.callback(_stop_store, stores[cluster])
+            stop_like_ctrl_c()
             stores[cluster].start()
         server = start_dmq(data / "server", extra_env={
             **SERVER_ENV, "DMQ_COUNT_DYNAMODB": "0", "DMQ_CLUSTERS": ",".join(CLUSTERS[1:]),

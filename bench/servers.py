@@ -14,6 +14,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -97,7 +98,37 @@ class Server:
         return code
 
 
+def _interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _one_line(kind: type[BaseException], value: BaseException,
+              trace: TracebackType | None) -> None:
+    """A bench stopped by a signal or Ctrl-C says so in one line, not a traceback."""
+    if issubclass(kind, KeyboardInterrupt):
+        print(f"\nbench stopped ({value or 'SIGINT'}); the servers it started are stopped.",
+              file=sys.stderr, flush=True)
+        return
+    sys.__excepthook__(kind, value, trace)
+
+
+def stop_like_ctrl_c() -> None:
+    """Make a SIGTERM or SIGHUP end this bench as Ctrl-C does: through the `finally`
+    blocks that stop its servers. They run in sessions of their own (a Ctrl-C at the
+    terminal must reach the bench alone, which then stops them in order), so nothing
+    else stops them: a bench killed by SIGTERM used to leave DMQ and DynamoDB Local
+    running. Only in the main thread, and only for a signal nobody handles yet."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = _one_line
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(number) is signal.SIG_DFL:
+            signal.signal(number, _interrupted)
+
+
 def _spawn(name: str, command: list[str], port: int, env: dict[str, str]) -> Server:
+    stop_like_ctrl_c()
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)

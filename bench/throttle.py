@@ -30,7 +30,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from bench.servers import Server, start_dmq
+from bench.servers import Server, start_dmq, stop_like_ctrl_c
 from bench.sqs import sqs_client
 from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
 
@@ -97,6 +97,7 @@ def fleet(count: int, env: dict[str, str], data_root: Path) -> Iterator[list[Ser
     the end. They share one key file for encryption at rest, as servers over one store
     must (docs/encryption.md), so each reads what the others sent."""
     store = DynamoDBLocal(None)
+    stop_like_ctrl_c()
     endpoint = store.start()
     servers: list[Server] = []
     try:
