@@ -3,6 +3,7 @@ subprocess on a loopback port, in a session of its own so that stopping it stops
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -95,7 +96,20 @@ class Server:
         with contextlib.suppress(ProcessLookupError):  # whatever it started and left behind
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
+        _RUNNING[:] = [s for s in _RUNNING if s is not self]
         return code
+
+
+# Servers started and not stopped yet: stopped at the bench's exit, should a signal have
+# come before the `try` whose `finally` stops them.
+_RUNNING: list[Server] = []
+
+
+@atexit.register
+def _stop_left_running() -> None:
+    for server in list(_RUNNING):
+        with contextlib.suppress(Exception):
+            server.stop()
 
 
 def _interrupted(signum: int, _frame: object) -> None:
@@ -133,6 +147,7 @@ def _spawn(name: str, command: list[str], port: int, env: dict[str, str]) -> Ser
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     server = Server(name, process, port, started)
+    _RUNNING.append(server)
     server.drain()
     return server
 

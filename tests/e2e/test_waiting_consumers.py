@@ -22,7 +22,7 @@ from bench.sqs import KEY, SECRET, sqs_client
 from bench.waiting import IDLE_TARGET_PER_S, Waits, measure, thread_count
 from tests.admin_signing import sign
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.quiet]  # it measures idle store requests and latencies
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,26 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = """
 import time
 from bench.servers import start_moto
 moto = start_moto()
-print(moto.process.pid, flush=True)
 try:
+    print(moto.process.pid, flush=True)
     time.sleep(60)
 finally:
     moto.stop()
+"""
+# A signal before the `try`: the server is stopped at the bench's exit all the same.
+UNGUARDED = """
+import time
+from bench.servers import start_moto
+moto = start_moto()
+print(moto.process.pid, flush=True)
+time.sleep(60)
 """
 
 
@@ -31,9 +41,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_a_sigterm_stops_the_bench_and_its_server() -> None:
+@pytest.mark.parametrize("script", [BENCH, UNGUARDED], ids=["in-a-try", "unguarded"])
+def test_a_sigterm_stops_the_bench_and_its_server(script: str) -> None:
     # GIVEN a bench that started moto's server and waits
-    bench = subprocess.Popen([sys.executable, "-c", BENCH], cwd=ROOT, text=True,
+    bench = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     server_pid = 0
     try:
