@@ -128,7 +128,7 @@ def _one_line(kind: type[BaseException], value: BaseException,
 
 def stop_like_ctrl_c() -> None:
     """Make a SIGTERM or SIGHUP end this bench as Ctrl-C does: through the `finally`
-    blocks that stop its servers. They run in sessions of their own (a Ctrl-C at the
+    blocks that stop its servers. They run in process groups of their own (a Ctrl-C at the
     terminal must reach the bench alone, which then stops them in order), so nothing
     else stops them: a bench killed by SIGTERM used to leave DMQ and DynamoDB Local
     running. Only in the main thread, and only for a signal nobody handles yet."""
