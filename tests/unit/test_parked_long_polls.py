@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -173,21 +174,30 @@ def test_a_parked_poll_served_again_is_not_charged_to_its_queues_rate_twice() ->
 
 # -- the connection pool ------------------------------------------------------------------------
 
-def test_a_parked_connection_is_served_on_by_a_new_thread_or_closed_when_none_starts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _parks_first(served: list[Any], note: Callable[[], Any],
+                 ) -> tuple[Callable[[PooledConnection], Any], list[Any]]:
+    """A pool's serve function that parks the first connection it serves (its wake-up
+    call-back goes to the list returned) and ends every later one; each call appends
+    `note()` to `served`."""
     callbacks: list[Any] = []
-    served: list[int] = []
-    closed: list[Any] = []
 
-    class Stub:
+    class Parked:
         def watch(self, callback: Any) -> None:
             callbacks.append(callback)
 
     def serve(connection: PooledConnection) -> Any:
-        served.append(1)
-        return Stub() if len(served) == 1 else False
+        served.append(note())
+        return Parked() if len(served) == 1 else False
 
+    return serve, callbacks
+
+
+def test_a_parked_connection_is_served_on_by_a_new_thread_or_closed_when_none_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    served: list[int] = []
+    closed: list[Any] = []
+    serve, callbacks = _parks_first(served, lambda: 1)
     monkeypatch.setattr(connection_pool, "WORKER_IDLE_S", 0.0)  # no thread waits for work
     pool = ConnectionPool(serve, closed.append, lambda sock: None, 10, 60.0)
     pool.start()
@@ -223,17 +233,8 @@ def test_a_woken_connection_is_served_by_a_thread_waiting_for_work(
 ) -> None:
     # GIVEN a connection parked, and the thread that served it waiting for more work
     monkeypatch.setattr(connection_pool, "WORKER_IDLE_S", 30.0)
-    callbacks: list[Any] = []
     served: list[str] = []
-
-    class Stub:
-        def watch(self, callback: Any) -> None:
-            callbacks.append(callback)
-
-    def serve(connection: PooledConnection) -> Any:
-        served.append(threading.current_thread().name)
-        return Stub() if len(served) == 1 else False
-
+    serve, callbacks = _parks_first(served, lambda: threading.current_thread().name)
     pool = ConnectionPool(serve, lambda c: None, lambda sock: None, 10, 60.0)
     pool.start()
     server_side, client_side = socket.socketpair()
