@@ -199,7 +199,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: get SIGKILL when the parent dies (kill -9 leaves no orphan on Linux)."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -311,7 +311,7 @@ class DynamoDBLocal:
             with self._log.open("wb") as log:
                 self._process = subprocess.Popen(
                     command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                    stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
                     start_new_session=True,  # Ctrl-C reaches DMQ, which stops it in order
                 )
         except BaseException:

@@ -346,9 +346,12 @@ class LocalDmq:
                 f"its last output: {tail}.")
 
     def kill_store(self) -> None:
-        """Kill DynamoDB Local now (a forced stop): SIGKILL loses nothing it acknowledged."""
+        """Kill the store's process now (a forced stop): SIGKILL loses nothing DynamoDB
+        Local acknowledged; the in-memory store keeps nothing anyway."""
         if self._dynamodb_local is not None:
             self._dynamodb_local.stop(at_once=True)
+        if self._store is not None and self._store.memory is not None:
+            self._store.memory.stop(at_once=True)
 
     def hurry(self) -> None:
         """Make a stop under way skip its slow parts (a second Ctrl-C or SIGTERM)."""

@@ -1,10 +1,10 @@
 """The local store choices: DynamoDB Local (the default), in memory, or an endpoint.
 
 `DMQ_STORE` picks one: `dynamodb-local` keeps its database under the data folder, so
-queues and messages survive restarts and crashes; `memory` keeps nothing: DynamoDB Local
-with `-inMemory` where Java and DynamoDB Local are there (the same engine, without its
-files), else in-process moto; an endpoint in `DMQ_DYNAMODB_ENDPOINT` (LocalStack,
-another DynamoDB Local, AWS) wins over both.
+queues and messages survive restarts and crashes; `memory` keeps nothing: DMQ's own
+in-memory DynamoDB (`dmqlocal.memstore`) in a process of its own, no Java needed; an
+endpoint in `DMQ_DYNAMODB_ENDPOINT` (LocalStack, another DynamoDB Local, AWS) wins over
+both.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from chalicelib.settings import Settings
-from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal, installed
-from dmqlocal.embedded import EmbeddedAws
+from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
+from dmqlocal.memstore.process import MemoryStoreProcess
 from dmqlocal.store_key import store_access_key
 
 
@@ -54,13 +54,9 @@ class LocalStore:
         self.data_dir = data_dir.expanduser().absolute()
         self._cancelled = cancelled
         self._on_exit = on_exit
-        self._memory: EmbeddedAws | None = None
+        self.memory: MemoryStoreProcess | None = None
         self.dynamodb_local: DynamoDBLocal | None = None
         self._scratch: Path | None = None  # the memory store's large bodies, removed at stop
-        # The memory store runs on DynamoDB Local where it can (moto serialises every
-        # call on one interpreter and is several times slower).
-        self.in_memory_jvm = (kind is StoreKind.MEMORY and shutil.which("java") is not None
-                              and installed())
 
     @property
     def description(self) -> str:
@@ -68,34 +64,31 @@ class LocalStore:
         if self.kind is StoreKind.DYNAMODB_LOCAL:
             return f"DynamoDB Local, data in {self.data_dir / 'dynamodb'}"
         if self.kind is StoreKind.MEMORY:
-            engine = "DynamoDB Local" if self.in_memory_jvm else "moto"
-            return f"in-memory store ({engine}): nothing is kept"
+            return "in-memory store: nothing is kept"
         return "external store"
 
     def spawn(self) -> None:
-        """Start DynamoDB Local's process without waiting for it (its JVM boots while DMQ
-        loads); `start` waits. Nothing for the other stores."""
-        if self.dynamodb_local is None and (self.kind is StoreKind.DYNAMODB_LOCAL
-                                            or self.in_memory_jvm):
+        """Start the store's process without waiting for it (it boots while DMQ loads);
+        `start` waits. Nothing for an endpoint."""
+        if self.kind is StoreKind.MEMORY and self.memory is None:
+            self.memory = MemoryStoreProcess(on_exit=self._on_exit, cancelled=self._cancelled)
+            self.memory.spawn()
+        if self.dynamodb_local is None and self.kind is StoreKind.DYNAMODB_LOCAL:
             self.dynamodb_local = self._new_dynamodb_local()
             self.dynamodb_local.spawn()
 
     def _new_dynamodb_local(self) -> DynamoDBLocal:
-        folder = self.data_dir / "dynamodb" if self.kind is StoreKind.DYNAMODB_LOCAL else None
-        return DynamoDBLocal(folder, on_exit=self._on_exit,
+        return DynamoDBLocal(self.data_dir / "dynamodb", on_exit=self._on_exit,
                              sync_every_write=self.sync_every_write, cancelled=self._cancelled)
 
     def start(self, settings: Settings) -> Settings:
         """Start the store (unless `spawn` began it); return the settings that point DMQ
         at it."""
-        if self.kind is StoreKind.MEMORY and not self.in_memory_jvm:
-            self._memory = EmbeddedAws()
-            self._memory.start()
-            return settings
         if self.kind is StoreKind.MEMORY:
-            if self.dynamodb_local is None:
-                self.dynamodb_local = self._new_dynamodb_local()
-            endpoint = self.dynamodb_local.start()
+            if self.memory is None:
+                self.memory = MemoryStoreProcess(on_exit=self._on_exit,
+                                                 cancelled=self._cancelled)
+            endpoint = self.memory.start()
             settings = replace(settings, dynamodb_endpoint=endpoint,
                                store_credentials=(ACCESS_KEY, SECRET_KEY))
             if settings.s3_endpoint is None and settings.bodies_dir is None:
@@ -116,10 +109,10 @@ class LocalStore:
 
     def stop(self, at_once: bool = False) -> None:
         """Stop what start started (an external store is left alone); `at_once` kills
-        DynamoDB Local instead of asking it to stop."""
-        if self._memory is not None:
-            self._memory.stop()
-            self._memory = None
+        the store's process instead of asking it to stop."""
+        if self.memory is not None:
+            self.memory.stop(at_once=at_once)
+            self.memory = None
         if self.dynamodb_local is not None:
             self.dynamodb_local.stop(at_once=at_once)
             self.dynamodb_local = None

@@ -1,9 +1,11 @@
-"""The store contract: the same cases against in-process moto and DynamoDB Local.
+"""The store contract: the same cases against in-process moto, DynamoDB Local and DMQ's
+own in-memory store (`DMQ_STORE=memory`, dmqlocal/memstore).
 
-One DynamoDB Local (-inMemory) serves the whole session; each case gets its own tables,
-created from the real template under names of its own, and deletes them afterwards.
-DynamoDB Local is reached as DMQ reaches it (`chalicelib.aws.Clients`: its item calls
-through the lean client, chalicelib/dynamo_client.py); moto through botocore.
+One DynamoDB Local (-inMemory) and one in-memory store serve the whole session; each case
+gets its own tables, created from the real template under names of its own, and deletes
+them afterwards. DynamoDB Local and the in-memory store are reached as DMQ reaches them
+(`chalicelib.aws.Clients`: its item calls through the lean client,
+chalicelib/dynamo_client.py); moto through botocore.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from chalicelib.settings import Settings
 from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY, DynamoDBLocal
 from dmqlocal.embedded import EmbeddedAws
 from dmqlocal.handlers import StreamBinding
+from dmqlocal.memstore.process import MemoryStoreProcess
 from dmqlocal.pump import StreamPump
 from infra import provision
 
 REGION = "us-east-1"
-MOTO, DYNAMODB_LOCAL = "moto", "dynamodb-local"
+MOTO, DYNAMODB_LOCAL, MEMSTORE = "moto", "dynamodb-local", "memstore"
 
 
 @dataclass
@@ -54,6 +57,15 @@ def dynamodb_local() -> Iterator[str]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def memstore() -> Iterator[str]:
+    """One in-memory store for the session; its endpoint."""
+    server = MemoryStoreProcess()
+    endpoint = server.start()
+    yield endpoint
+    server.stop()
+
+
 def _create_tables(dynamodb: Any, suffix: str) -> dict[str, str]:
     """The template's tables, named with `suffix`; their names by resource."""
     names = {"MessagesTableName": f"dmq-messages-{suffix}",
@@ -65,7 +77,7 @@ def _create_tables(dynamodb: Any, suffix: str) -> dict[str, str]:
     return names
 
 
-@pytest.fixture(params=[MOTO, DYNAMODB_LOCAL])
+@pytest.fixture(params=[MOTO, DYNAMODB_LOCAL, MEMSTORE])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
     """DMQ's tables on each store, with a DynamoDB and a Streams client."""
     suffix = uuid.uuid4().hex[:8]
@@ -79,6 +91,9 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
                     names["QueuesTableName"])
         embedded.stop()
         return
+    if request.param == MEMSTORE:
+        yield from _local_store(request.getfixturevalue("memstore"), suffix, MEMSTORE)
+        return
     yield from _local_store(request.getfixturevalue("dynamodb_local"), suffix)
 
 
@@ -88,14 +103,13 @@ def local_store(dynamodb_local: str) -> Iterator[Store]:
     yield from _local_store(dynamodb_local, uuid.uuid4().hex[:8])
 
 
-def _local_store(endpoint: str, suffix: str) -> Iterator[Store]:
+def _local_store(endpoint: str, suffix: str, name: str = DYNAMODB_LOCAL) -> Iterator[Store]:
     clients = Clients(replace(Settings(), region=REGION, dynamodb_endpoint=endpoint,
                               store_credentials=(ACCESS_KEY, SECRET_KEY)))
     dynamodb, streams = clients.dynamodb, clients.streams
     assert isinstance(dynamodb, LeanDynamoDB)
     names = _create_tables(dynamodb, suffix)
-    yield Store(DYNAMODB_LOCAL, dynamodb, streams, names["MessagesTableName"],
-                names["QueuesTableName"])
+    yield Store(name, dynamodb, streams, names["MessagesTableName"], names["QueuesTableName"])
     for table in names.values():
         dynamodb.delete_table(TableName=table)
 

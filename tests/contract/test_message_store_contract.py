@@ -1,5 +1,6 @@
-"""The message store (`MessageStore`) on moto, on DynamoDB Local and in memory (its twin)
-alike: the same cases over all three. Candidates come oldest first and page, a claim wins
+"""The message store (`MessageStore`) on moto, on DynamoDB Local, on the in-memory store
+(`DMQ_STORE=memory`) and in memory (its twin, tests/unit/memory_store.py) alike: the same
+cases over all four. Candidates come oldest first and page, a claim wins
 once, deletes and visibility changes act only under the claim they name, writes that must
 not overwrite do not, dead-letter moves lose their races cleanly, and peeks, reads, counts,
 emptiness and purges agree.
@@ -37,7 +38,7 @@ from chalicelib.domain.messages import (
     MessageRef,
     VisibilityOutcome,
 )
-from tests.contract.conftest import DYNAMODB_LOCAL, MOTO, Store, stream_counter
+from tests.contract.conftest import DYNAMODB_LOCAL, MEMSTORE, MOTO, Store, stream_counter
 from tests.contract.test_store_contract import _dynamo_store
 from tests.unit.memory_store import MemoryStore
 
@@ -59,11 +60,11 @@ class Twin:
     now: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
-@pytest.fixture(params=[MOTO, DYNAMODB_LOCAL, MEMORY])
+@pytest.fixture(params=[MOTO, DYNAMODB_LOCAL, MEMSTORE, MEMORY])
 def store(request: pytest.FixtureRequest) -> Store | None:
-    """The conftest's `store`, with the memory twin as a third param: the contract store
-    on moto or on DynamoDB Local (the conftest's fixture, requested by its name with this
-    param), or None for the twin, whose cases build no tables."""
+    """The conftest's `store`, with the memory twin as a fourth param: the contract store
+    on moto, DynamoDB Local or the in-memory store (the conftest's fixture, requested by
+    its name with this param), or None for the twin, whose cases build no tables."""
     if request.param == MEMORY:
         return None
     found: Store = request.getfixturevalue("store")  # the conftest's, with this param

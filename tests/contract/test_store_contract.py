@@ -18,7 +18,7 @@ from chalicelib.regions.replica import ReplicaApplier, is_tombstone
 from dmqlocal.folders import FolderBodyStore
 from dmqlocal.handlers import StreamBinding
 from dmqlocal.pump import StreamPump
-from tests.contract.conftest import DYNAMODB_LOCAL, MOTO, REGION, Store
+from tests.contract.conftest import DYNAMODB_LOCAL, MEMSTORE, MOTO, REGION, Store
 from tests.unit.memory_store import MemoryStore
 
 PK = "000000000000/q#0"
@@ -184,8 +184,9 @@ def test_stream_records_name_the_store_region(store: Store) -> None:
     # WHEN its stream record is read
     record = _read_stream(store)[0]
     arn = store.stream_arn(store.messages)
-    # THEN moto names the client's region; DynamoDB Local always says `ddblocal`
-    expected = {MOTO: REGION, DYNAMODB_LOCAL: "ddblocal"}[store.name]
+    # THEN moto and the in-memory store name the client's region, as DynamoDB does;
+    # DynamoDB Local always says `ddblocal`
+    expected = {MOTO: REGION, MEMSTORE: REGION, DYNAMODB_LOCAL: "ddblocal"}[store.name]
     assert record["awsRegion"] == expected
     assert arn.split(":")[3] == expected
 
@@ -199,9 +200,9 @@ def test_a_horizon_iterator_of_an_empty_shard_after_other_writes(store: Store) -
     # WHEN another table's stream gets a record before the shard's first one
     store.dynamodb.put_item(TableName=store.queues, Item={"queue_id": {"S": "a/q"}})
     store.dynamodb.put_item(TableName=store.messages, Item=_message("m1", 100))
-    # THEN moto gives the record; DynamoDB Local calls the position trimmed, and only a
-    # fresh horizon iterator reads it (the pump does that)
-    if store.name == MOTO:
+    # THEN moto and the in-memory store give the record; DynamoDB Local calls the
+    # position trimmed, and only a fresh horizon iterator reads it (the pump does that)
+    if store.name in (MOTO, MEMSTORE):
         assert len(store.streams.get_records(ShardIterator=iterator)["Records"]) == 1
         return
     with pytest.raises(ClientError) as trimmed:
@@ -221,8 +222,9 @@ def test_empty_maps_in_stream_images_come_back_typed(store: Store) -> None:
     pump = StreamPump(store.dynamodb, store.streams, [StreamBinding(
         store.messages, lambda event, _: handed.extend(event["Records"]), 10)], REGION)
     sum(pump.poll_once() for _ in range(3))
-    # THEN DynamoDB Local's stream drops the empty map's type (moto keeps it) ...
-    assert raw["tags"] == ({"M": {}} if store.name == MOTO else {})
+    # THEN DynamoDB Local's stream drops the empty map's type (moto and the in-memory
+    # store keep it, as DynamoDB does) ...
+    assert raw["tags"] == ({"M": {}} if store.name in (MOTO, MEMSTORE) else {})
     # ... and the pump hands over the image as it was written, fit to be written again
     image = handed[0]["dynamodb"]["NewImage"]
     assert image["tags"] == {"M": {}}

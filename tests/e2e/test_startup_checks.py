@@ -135,19 +135,21 @@ def test_the_memory_store_needs_no_java(tmp_path: Path) -> None:
     assert proc.returncode == 0, first + out
 
 
-def test_the_memory_store_runs_on_dynamodb_local_in_memory_and_leaves_nothing(
+def test_the_memory_store_runs_in_a_process_of_its_own_and_leaves_nothing(
         tmp_path: Path) -> None:
-    """GIVEN Java and DynamoDB Local WHEN DMQ_STORE=memory THEN the store is DynamoDB Local
-    with -inMemory (no database file in the data folder), a large body round-trips, and
-    the stop leaves no scratch folder of large bodies behind."""
+    """GIVEN DMQ_STORE=memory THEN the store is DMQ's in-memory store in a child process
+    (no JVM, no database file in the data folder), a large body round-trips, and the
+    stop leaves neither the store's process nor a scratch folder of large bodies behind."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     dmq = launch(DMQ_STORE="memory", DMQ_DATA_DIR=str(tmp_path / "data"), TMPDIR=str(scratch))
     try:
         assert dmq.wait_ready(60), dmq.output
-        assert "in-memory store (DynamoDB Local): nothing is kept" in dmq.output
-        children = _child_commands(dmq.process.pid)
-        assert any("-inMemory" in c and "DynamoDBLocal.jar" in c for c in children), children
+        assert "in-memory store: nothing is kept" in dmq.output
+        children = _children(dmq.process.pid)
+        assert any("dmqlocal.memstore" in c for c in children.values()), children
+        assert not any("java" in c for c in children.values()), children
+        store_pid = next(p for p, c in children.items() if "dmqlocal.memstore" in c)
         sqs = boto3.client("sqs", endpoint_url=dmq.url, region_name="us-east-1",
                            aws_access_key_id="any-key", aws_secret_access_key="any-secret",
                            config=CLIENT_CONFIG)
@@ -163,6 +165,7 @@ def test_the_memory_store_runs_on_dynamodb_local_in_memory_and_leaves_nothing(
     assert dmq.process.returncode == 0, dmq.output
     assert not (tmp_path / "data" / "dynamodb").exists()
     assert not [p for p in scratch.iterdir() if p.name.startswith("dmq-memory-bodies-")]
+    assert not Path(f"/proc/{store_pid}").exists()
 
 
 def test_java_options_from_the_setting_reach_dynamodb_local(tmp_path: Path) -> None:
@@ -189,16 +192,22 @@ def test_unreadable_java_options_are_one_paragraph(tmp_path: Path) -> None:
     assert seconds < QUICK_S
 
 
-def _child_commands(pid: int) -> list[str]:
-    """The command lines of the process's children."""
-    found = []
+def _children(pid: int) -> dict[int, str]:
+    """The process's children: their command lines by process id."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) != pid:
                 continue
-            found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+            found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(
+                b"\0", b" ").decode()
         except (OSError, ValueError):
             continue
     return found
+
+
+def _child_commands(pid: int) -> list[str]:
+    """The command lines of the process's children."""
+    return list(_children(pid).values())

@@ -1,6 +1,6 @@
 """GIVEN DMQ's tables WHEN they are provisioned THEN the store has one epoch, kept as long as
 its data is kept (a restart over the same tables) and new when the store starts empty
-(a restart of the in-process memory store)."""
+(a restart of the in-memory store, `DMQ_STORE=memory`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from chalicelib.metadata.control import ControlRepository
 from chalicelib.metadata.epoch import EPOCH_KEY, ensure_epoch, read_epoch
 from chalicelib.runtime import Runtime
 from chalicelib.settings import ConfigurationError, Settings
-from dmqlocal.embedded import EmbeddedAws
+from dmqlocal.dynamodb_local import ACCESS_KEY, SECRET_KEY
 from dmqlocal.folders import LocalFolders
+from dmqlocal.memstore.process import MemoryStoreProcess
 from infra import provision
 
 CONTROL = "dmq-control"
@@ -60,15 +61,16 @@ def test_concurrent_starters_agree_on_one_epoch(aws: Clients) -> None:
 
 
 def _memory_store_run(settings: Settings) -> str:
-    """Start the in-process memory store, provision it, return its epoch, stop it."""
-    embedded = EmbeddedAws()
-    embedded.start()
+    """Start the in-memory store, provision it, return its epoch, stop it."""
+    store = MemoryStoreProcess()
+    endpoint = store.start()
     try:
-        clients = Clients(settings)
-        provision.create_all(clients.dynamodb, clients.s3)
+        clients = Clients(replace(settings, dynamodb_endpoint=endpoint,
+                                  store_credentials=(ACCESS_KEY, SECRET_KEY)))
+        provision.create_all(clients.dynamodb, None)
         return provision.store_epoch(clients.dynamodb)
     finally:
-        embedded.stop()
+        store.stop()
 
 
 def test_a_memory_store_restart_starts_a_new_epoch(settings: Settings) -> None:

@@ -1,0 +1,1 @@
+"""An in-memory DynamoDB and DynamoDB Streams for `DMQ_STORE=memory`."""
