@@ -17,7 +17,7 @@ ITERATOR_LIFE_S = 15 * 60
 # A stream keeps at most this many records; older ones are trimmed as DynamoDB trims
 # records older than 24 hours. DMQ's pump reads within seconds, so this bounds the
 # store's memory under a sustained load without changing what DMQ sees.
-MAX_RECORDS = 200_000
+MAX_RECORDS = 100_000
 FIRST_SEQUENCE = 10**20  # 21 digits: sequence numbers compare alike as text and as numbers
 SERVICE_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 

@@ -3,6 +3,7 @@ TTL and tag calls."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from dmqlocal.memstore.database import Database, in_use
@@ -80,6 +81,9 @@ def _set_stream(db: Database, table: Table, spec: Any) -> None:
         raise invalid(f"Table already has an enabled stream: {db.arn(table.name)}")
     view = str(spec.get("StreamViewType") or "NEW_AND_OLD_IMAGES")
     stream = Stream.new(table.arn, table.name, db.region, table.schema.wire(), view)
+    while stream.arn in db.streams:  # a table made again within the same millisecond
+        time.sleep(0.001)
+        stream = Stream.new(table.arn, table.name, db.region, table.schema.wire(), view)
     db.streams[stream.arn] = stream
     table.stream_arn, table.stream_view = stream.arn, view
 

@@ -97,10 +97,13 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
     yield from _local_store(request.getfixturevalue("dynamodb_local"), suffix)
 
 
-@pytest.fixture
-def local_store(dynamodb_local: str) -> Iterator[Store]:
-    """DMQ's tables on DynamoDB Local only."""
-    yield from _local_store(dynamodb_local, uuid.uuid4().hex[:8])
+@pytest.fixture(params=[DYNAMODB_LOCAL, MEMSTORE])
+def local_store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """DMQ's tables on a store served over HTTP, as the local server has them: DynamoDB
+    Local, or the in-memory store."""
+    endpoint = request.getfixturevalue("dynamodb_local" if request.param == DYNAMODB_LOCAL
+                                       else "memstore")
+    yield from _local_store(endpoint, uuid.uuid4().hex[:8], request.param)
 
 
 def _local_store(endpoint: str, suffix: str, name: str = DYNAMODB_LOCAL) -> Iterator[Store]:

@@ -1,4 +1,5 @@
-"""The stream pump on DynamoDB Local: checkpoints, expired iterators, trimmed data, retries."""
+"""The stream pump on DynamoDB Local and on the in-memory store: checkpoints, expired
+iterators, trimmed data, retries."""
 
 from __future__ import annotations
 
