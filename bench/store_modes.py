@@ -1,6 +1,6 @@
 """Every store mode is worth choosing: DMQ on its default store (DynamoDB Local over a
-data folder) against `DMQ_STORE=memory` (DynamoDB Local with `-inMemory` where Java is
-there, else moto), one server after the other, each on a fresh folder, in one run.
+data folder) against `DMQ_STORE=memory` (DMQ's own in-memory store, dmqlocal/memstore),
+one server after the other, each on a fresh folder, in one run.
 
 Each server gets the same work: a lifecycle of batches of ten (producers and consumers
 at once, 1 KiB bodies) after a warm-up, then single SendMessage, ReceiveMessage and
