@@ -5,7 +5,12 @@ run at once in one process (the local server, or any long-running host), they wo
 read the same candidates and race to claim them: each lost race is a wasted
 conditional write. A `Frontier` per shard serialises the reads of that process's
 receivers and starts each read after the candidates others are still claiming, so
-they claim disjoint messages and read no more than they claim.
+they claim disjoint messages and read no more than they claim. A receiver done with its
+claims releases them without waiting for a read under way (a read does not hand out
+what was released while it ran: it may have seen it before the claim was written), and
+a read asks for the receivers waiting behind it too, who then take what it kept instead
+of reading in turn (DMQ's batched lifecycle went from 0.84x to 0.90x of the store's
+floor in `bench.request_cost`).
 
 While receives of a shard come steadily (a read less than `HEAD_EVERY_S` before), a read
 asks for at least `READ_AHEAD` candidates, and the candidates its receiver does not take
@@ -39,6 +44,8 @@ HEAD_EVERY_S = 1.0
 # The fewest candidates a read asks for: a receive of ten takes them all, a receive of
 # one leaves nine for the next receives here.
 READ_AHEAD = 10
+# The most a read asks for, when it reads for the receivers waiting behind it too.
+READ_MOST = 100
 
 Fetch = Callable[[Candidate | None], CandidatePage]
 
@@ -73,8 +80,14 @@ class Frontier:
     those a read found that no receiver took (kept, with the time they were read)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the state below; never held across a store call
+        self._reading = threading.Lock()  # one reservation (and its read) at a time
         self._claiming: dict[str, Candidate] = {}
+        # Released while a read was in flight: that read may have seen them before their
+        # claim was written, so it must not hand them out (see `_fresh`).
+        self._released: set[str] = set()
+        self._in_flight = False
+        self._waiting = 0  # receivers waiting for their turn to reserve
         self._kept: dict[str, tuple[Candidate, float]] = {}
         self._clock = clock
         self._head_at = clock()
@@ -92,15 +105,26 @@ class Frontier:
         is kept. Without it, all of a read's are reserved and none kept.
         """
         with self._lock:
-            reserved = self._from_kept(after, take, visible_by) or self._read(fetch, after, take)
-            for candidate in reserved.candidates:
-                self._claiming[candidate.message_id] = candidate
+            self._waiting += 1
+        with self._reading:
+            with self._lock:
+                self._waiting -= 1
+                reserved = self._from_kept(after, take, visible_by)
+            if reserved is None:
+                reserved = self._read(fetch, after, take)
+            with self._lock:
+                for candidate in reserved.candidates:
+                    self._claiming[candidate.message_id] = candidate
         try:
             yield reserved
         finally:
+            # Without waiting for a read under way: a receiver answers once its claim is
+            # written, not after another receiver's read of the index.
             with self._lock:
                 for candidate in reserved.candidates:
                     self._claiming.pop(candidate.message_id, None)
+                    if self._in_flight:
+                        self._released.add(candidate.message_id)
 
     def claiming(self) -> int:
         """How many candidates are reserved right now."""
@@ -111,10 +135,14 @@ class Frontier:
         """How many candidates a read for `limit` should ask for: READ_AHEAD while the
         shard was read less than HEAD_EVERY_S ago (a steady receiver, which uses what a
         read keeps before it expires), else `limit` (a slow one would only pay for index
-        entries it never claims)."""
+        entries it never claims); and `limit` more for each receiver waiting for its turn
+        now, which then takes what this read keeps instead of reading in turn (at most
+        READ_MOST)."""
         with self._lock:
             steady = self._read_at is not None and self._clock() - self._read_at < HEAD_EVERY_S
-        return max(limit, READ_AHEAD) if steady else limit
+            waiting = self._waiting
+        own = max(limit, READ_AHEAD) if steady else limit
+        return max(own, min(READ_MOST, own + limit * waiting))
 
     def kept(self) -> int:
         """How many candidates are kept for the next receivers."""
@@ -144,15 +172,26 @@ class Frontier:
         return Reserved(handed, None, False, 0, kept=True)
 
     def _read(self, fetch: Fetch, after: Candidate | None, take: int | None) -> Reserved:
-        self._read_at = self._clock()
-        start = self._start(after)
-        page = fetch(start)
-        if start is not None and after is None and not page.candidates:
-            # Nothing past the frontier: what other receivers left visible is at the head.
-            self._to_head(self._clock())
-            head = fetch(None)
-            return self._fresh(head, page.items_read + head.items_read, take, True)
-        return self._fresh(page, page.items_read, take, start is None)
+        """Read the index (under `_reading`, not `_lock`): the candidates a read hands out."""
+        with self._lock:
+            self._read_at = self._clock()
+            start = self._start(after)
+            self._in_flight = True
+        try:
+            page = fetch(start)
+            if start is not None and after is None and not page.candidates:
+                # Nothing past the frontier: what other receivers left visible is at the head.
+                with self._lock:
+                    self._to_head(self._clock())
+                head = fetch(None)
+                with self._lock:
+                    return self._fresh(head, page.items_read + head.items_read, take, True)
+            with self._lock:
+                return self._fresh(page, page.items_read, take, start is None)
+        finally:
+            with self._lock:
+                self._in_flight = False
+                self._released.clear()
 
     def _start(self, after: Candidate | None) -> Candidate | None:
         busy = list(self._claiming.values())
@@ -174,7 +213,8 @@ class Frontier:
         """The read's fresh candidates, up to `take`; the rest is kept. The receiver's
         read then ends at the last it was handed, so that if it goes on, it goes on
         from there (to what was kept, unless someone took it meanwhile)."""
-        fresh = [c for c in page.candidates if c.message_id not in self._claiming]
+        fresh = [c for c in page.candidates
+                 if c.message_id not in self._claiming and c.message_id not in self._released]
         others = len(page.candidates) - len(fresh)
         handed, rest = (fresh, []) if take is None else (fresh[:take], fresh[take:])
         for candidate in handed:
