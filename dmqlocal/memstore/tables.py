@@ -125,7 +125,6 @@ class Table:
     created: float = field(default_factory=time.time)
     partitions: dict[Any, SortedDict] = field(default_factory=dict)
     count: int = 0
-    size: int = 0
     ttl_attribute: str | None = None
     stream_view: str | None = None
     stream_arn: str | None = None
@@ -188,7 +187,7 @@ class Table:
         partition = self.partitions.get(key[0])
         return None if partition is None else partition.get(key[1])
 
-    def put(self, key: Key, item: Item | None, size_change: int = 0) -> Item | None:
+    def put(self, key: Key, item: Item | None) -> Item | None:
         """Store `item` at `key` (None deletes); the item it replaced."""
         partition = self.partitions.get(key[0])
         old = None if partition is None else partition.get(key[1])
@@ -209,7 +208,6 @@ class Table:
             partition[key[1]] = item
             for index in self.indexes.values():
                 index.add(item, key)
-        self.size += size_change
         return old
 
     def key_item(self, item: Item) -> Item:

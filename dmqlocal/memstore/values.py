@@ -18,7 +18,8 @@ _SCALARS = frozenset({"S", "B", "BOOL", "NULL"})
 
 
 def _number(text: Any) -> str:
-    if isinstance(text, str) and _CANONICAL.fullmatch(text) and text != "-0":
+    if (isinstance(text, str) and len(text) <= 39 and _CANONICAL.fullmatch(text)
+            and text != "-0"):
         return text
     if not isinstance(text, str):
         raise invalid("NUMBER_VALUE cannot be converted to String")
