@@ -15,6 +15,9 @@ from dmqlocal.memstore.tables import Key, Table
 from dmqlocal.memstore.values import Item
 
 ACCOUNT = "000000000000"
+# DynamoDB's TTL leaves alone an item whose expiry is more than five years past (a time
+# in seconds that is not one, a test's clock near 1970).
+TTL_IGNORED_BEFORE_S = 5 * 365 * 24 * 3600
 
 
 def _expiry(item: Item | None, attribute: str) -> float | None:
@@ -69,7 +72,7 @@ class Database:
                                                   by_service)
         if table.ttl_attribute is not None:
             expires = _expiry(new, table.ttl_attribute)
-            if expires is not None:
+            if expires is not None and expires >= time.time() - TTL_IGNORED_BEFORE_S:
                 heapq.heappush(self._ttl, (expires, table.name, key))
                 if len(self._ttl) > 2 * self._ttl_items() + 10_000:
                     self.rebuild_ttl()
@@ -92,7 +95,8 @@ class Database:
 
     def expire(self, now: float | None = None, budget: int = 1000) -> int:
         """Delete up to `budget` items whose TTL has passed, as DynamoDB's TTL does (a
-        REMOVE record by the service); how many were deleted."""
+        REMOVE record by the service; not an item whose expiry is over five years past);
+        how many were deleted."""
         now = time.time() if now is None else now
         deleted = 0
         while self._ttl and self._ttl[0][0] <= now and deleted < budget:
@@ -102,7 +106,8 @@ class Database:
                 continue
             item = table.get(key)
             expires = _expiry(item, table.ttl_attribute)
-            if item is not None and expires is not None and expires <= now:
+            if (item is not None and expires is not None
+                    and now - TTL_IGNORED_BEFORE_S <= expires <= now):
                 self.write(table, key, None, item, by_service=True)
                 deleted += 1
         return deleted

@@ -122,23 +122,25 @@ def test_a_select_count_counts_without_items(engine: Engine) -> None:
 
 
 def test_expired_items_are_deleted_by_the_service(engine: Engine) -> None:
-    # GIVEN an item whose TTL passed and one whose TTL is ahead
+    # GIVEN an item whose TTL passed, one whose TTL is ahead, and one whose TTL is over
+    # five years past (DynamoDB's TTL leaves those: a test clock near 1970, say)
     now = int(time.time())
     _put(engine, "old", expires_at={"N": str(now - 5)})
     _put(engine, "new", expires_at={"N": str(now + 3600)})
+    _put(engine, "ancient", expires_at={"N": "305"})
     # WHEN the store sweeps
     deleted = engine.sweep()
     # THEN only the expired one is gone, with a REMOVE record by the service
     assert deleted == 1
     left = _call(engine, "Query", TableName="msgs", KeyConditionExpression="pk = :pk",
                  ExpressionAttributeValues={":pk": {"S": "q"}})
-    assert _sks(left) == ["new"]
+    assert _sks(left) == ["ancient", "new"]
     arn = _call(engine, "DescribeTable", TableName="msgs")["Table"]["LatestStreamArn"]
     shard = _call(engine, "DescribeStream", StreamArn=arn)["StreamDescription"]["Shards"][0]
     iterator = _call(engine, "GetShardIterator", StreamArn=arn, ShardId=shard["ShardId"],
                      ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
     records = _call(engine, "GetRecords", ShardIterator=iterator)["Records"]
-    assert [r["eventName"] for r in records] == ["INSERT", "INSERT", "REMOVE"]
+    assert [r["eventName"] for r in records] == ["INSERT", "INSERT", "INSERT", "REMOVE"]
     assert records[-1]["userIdentity"]["principalId"] == "dynamodb.amazonaws.com"
 
 
