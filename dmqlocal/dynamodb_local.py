@@ -199,6 +199,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def end_child(process: subprocess.Popen[bytes], at_once: bool, timeout_s: float) -> None:
+    """Stop a child process: SIGTERM and a bounded wait, then SIGKILL (`at_once`: SIGKILL
+    straight away); returns once it has exited."""
+    if process.poll() is not None:
+        return
+    if at_once:
+        process.kill()
+    else:
+        process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout_s)
+
+
 def die_with_parent() -> None:
     """In the child: get SIGKILL when the parent dies (kill -9 leaves no orphan on Linux)."""
     with contextlib.suppress(OSError, AttributeError):
@@ -399,16 +415,7 @@ class DynamoDBLocal:
         process = self._process
         if process is None:
             return
-        if process.poll() is None:
-            if at_once:
-                process.kill()
-            else:
-                process.terminate()
-            try:
-                process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=STOP_TIMEOUT_S)
+        end_child(process, at_once, STOP_TIMEOUT_S)
         self._process = None
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from dmqlocal.dynamodb_local import StartCancelledError, die_with_parent
+from dmqlocal.dynamodb_local import StartCancelledError, die_with_parent, end_child
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 2.0
@@ -104,16 +104,7 @@ class MemoryStoreProcess:
         process, self._process = self._process, None
         if process is None:
             return
-        if process.poll() is None:
-            if at_once:
-                process.kill()
-            else:
-                process.terminate()
-            try:
-                process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=STOP_TIMEOUT_S)
+        end_child(process, at_once, STOP_TIMEOUT_S)
         for pipe in (process.stdin, process.stdout):
             if pipe is not None:
                 pipe.close()
