@@ -1,4 +1,5 @@
-"""What DMQ relies on from its store, checked on moto and on DynamoDB Local alike."""
+"""What DMQ relies on from its store, checked on moto, on DynamoDB Local and on the
+in-memory store alike."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The noisy lane of fair queues, on moto and on DynamoDB Local alike: a range of the
-visibility index that the main reads never reach, read with its own bounded query."""
+"""The noisy lane of fair queues, on moto, on DynamoDB Local and on the in-memory store
+alike: a range of the visibility index that the main reads never reach, read with its
+own bounded query."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The counts kept from the messages stream, on moto and on DynamoDB Local alike: real
-stream records (their sequence numbers, images and ARNs) counted in once, whatever is
-handed over again."""
+"""The counts kept from the messages stream, on moto, on DynamoDB Local and on the
+in-memory store alike: real stream records (their sequence numbers, images and ARNs)
+counted in once, whatever is handed over again."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The shared token buckets of throttling (chalicelib/metadata/throttle_buckets.py) behave
-the same on moto and on DynamoDB Local: a take is one conditional UpdateItem, a stale
-guess costs one more (the failed condition returns the item, nothing is read), an empty
-bucket grants nothing, and tokens given back never overfill it."""
+the same on moto, on DynamoDB Local and on the in-memory store: a take is one conditional
+UpdateItem, a stale guess costs one more (the failed condition returns the item, nothing
+is read), an empty bucket grants nothing, and tokens given back never overfill it."""
 
 from __future__ import annotations
 
