@@ -1,9 +1,10 @@
 """The circuit breakers' shared state in the control table
-(chalicelib/backend/guard/state_store.py) behaves the same on moto, on DynamoDB Local
-and on the in-memory store: a change is one conditional PutItem on the version it
-started from, the first of two instances wins and the other is handed the winner's state
-(no extra read), and two instances of one cluster's breaker agree: one opens it and the other refuses calls too,
-only one of them probes, and when its probes close it the other closes as well."""
+(chalicelib/backend/guard/state_store.py) behaves the same on moto, on DynamoDB Local and
+on the in-memory store: a change is one conditional PutItem on the version it started
+from, the first of two instances wins and the other is handed the winner's state (no
+extra read), and two instances of one cluster's breaker agree: one opens it and the other
+refuses calls too, only one of them probes, and when its probes close it the other closes
+as well."""
 
 from __future__ import annotations
 
