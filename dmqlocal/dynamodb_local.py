@@ -199,6 +199,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def watch_child(process: subprocess.Popen[bytes], name: str, stopping: threading.Event,
+                on_exit: Callable[[int], None] | None) -> None:
+    """Call `on_exit(code)` from a daemon thread if the child ends while `stopping` is not
+    set (a store that died under the server)."""
+    def watch() -> None:
+        code = process.wait()
+        if not stopping.is_set() and on_exit is not None:
+            on_exit(code)
+
+    threading.Thread(target=watch, name=name, daemon=True).start()
+
+
 def end_child(process: subprocess.Popen[bytes], at_once: bool, timeout_s: float) -> None:
     """Stop a child process: SIGTERM and a bounded wait, then SIGKILL (`at_once`: SIGKILL
     straight away); returns once it has exited."""
@@ -278,8 +290,9 @@ class DynamoDBLocal:
         if self._process is None:
             self.spawn()
         self._wait_ready(timeout_s)
-        threading.Thread(target=self._watch, name="dmq-dynamodb-local-watch",
-                         daemon=True).start()
+        if self._process is not None:
+            watch_child(self._process, "dmq-dynamodb-local-watch", self._stopping,
+                        self._on_exit)
         if self._shim and not self.sync_every_write and self.db_path is not None:
             # fsync the database files once a second (DynamoDB Local's own fsyncs are off).
             self._syncs = PeriodicLoop("dmq-dynamodb-local-sync", self.sync, SYNC_INTERVAL_S,
@@ -397,14 +410,6 @@ class DynamoDBLocal:
             return ""
         text = self._log.read_text(errors="replace").strip().splitlines()
         return "\n".join(text[-lines:])
-
-    def _watch(self) -> None:
-        process = self._process
-        if process is None:
-            return
-        code = process.wait()
-        if not self._stopping.is_set() and self._on_exit is not None:
-            self._on_exit(code)
 
     def stop(self, at_once: bool = False) -> None:
         """SIGTERM, a bounded wait, then SIGKILL; `at_once` sends SIGKILL straight away

@@ -11,7 +11,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from dmqlocal.dynamodb_local import StartCancelledError, die_with_parent, end_child
+from dmqlocal.dynamodb_local import (
+    StartCancelledError,
+    die_with_parent,
+    end_child,
+    watch_child,
+)
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 2.0
@@ -86,16 +91,8 @@ class MemoryStoreProcess:
             self.stop()
             raise MemoryStoreError(f"the in-memory store did not start: {text!r}")
         self.port = int(text[len(READY):])
-        threading.Thread(target=self._watch, name="dmq-memstore-watch", daemon=True).start()
+        watch_child(process, "dmq-memstore-watch", self._stopping, self._on_exit)
         return self.endpoint
-
-    def _watch(self) -> None:
-        process = self._process
-        if process is None:
-            return
-        code = process.wait()
-        if not self._stopping.is_set() and self._on_exit is not None:
-            self._on_exit(code)
 
     def stop(self, at_once: bool = False) -> None:
         """SIGTERM and a bounded wait, then SIGKILL (`at_once`: SIGKILL straight away);
