@@ -151,6 +151,11 @@ class Lifecycle:
         return 0 if self._requests.store_exit is None else 1
 
     def _store_died(self, local: LocalDmq, code: int) -> None:
+        if local.store_kind is StoreKind.MEMORY:
+            _say(f"The in-memory store stopped unexpectedly (exit code {code}), so DMQ stops "
+                 "too. What it held is gone (it keeps nothing): start DMQ again with "
+                 "DMQ_STORE=memory make run.", error=True)
+            return
         _say(f"DynamoDB Local stopped unexpectedly (exit code {code}), so DMQ stops too. "
              f"{local.store_report()} What it acknowledged is kept: start DMQ again with "
              "make run.", error=True)

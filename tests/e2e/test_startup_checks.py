@@ -192,6 +192,28 @@ def test_unreadable_java_options_are_one_paragraph(tmp_path: Path) -> None:
     assert seconds < QUICK_S
 
 
+def test_a_memory_store_that_dies_stops_dmq_with_one_clear_paragraph(tmp_path: Path) -> None:
+    """GIVEN DMQ on the in-memory store WHEN the store's process is killed THEN DMQ stops
+    with exit code 1 and says what happened to the in-memory store (its data is gone),
+    without a traceback."""
+    dmq = launch(DMQ_STORE="memory", DMQ_DATA_DIR=str(tmp_path / "data"))
+    try:
+        assert dmq.wait_ready(60), dmq.output
+        store_pid = next(p for p, c in _children(dmq.process.pid).items()
+                         if "dmqlocal.memstore" in c)
+        os.kill(store_pid, signal.SIGKILL)
+        dmq.process.wait(timeout=30)
+    finally:
+        if dmq.process.poll() is None:
+            dmq.process.kill()
+            dmq.process.wait(timeout=30)
+    assert dmq.process.returncode == 1, dmq.output
+    assert "The in-memory store stopped unexpectedly" in dmq.output
+    assert "What it held is gone" in dmq.output
+    assert "DynamoDB Local" not in dmq.output.split("listening on", 1)[-1]
+    assert "Traceback" not in dmq.output
+
+
 def _children(pid: int) -> dict[int, str]:
     """The process's children: their command lines by process id."""
     found = {}
