@@ -22,6 +22,7 @@ from pathlib import Path
 
 from dmqlocal import console_logs
 from dmqlocal.dynamodb_local import DynamoDBLocalError, StartCancelledError
+from dmqlocal.heap import settle_heap
 from dmqlocal.instance import DataFolder
 from dmqlocal.runner import LocalDmq, LocalOptions
 from dmqlocal.stop_requests import StopRequests
@@ -114,6 +115,7 @@ class Lifecycle:
             _say(f"DMQ could not start ({type(exc).__name__}: {exc}). {self._see_log()}",
                  error=True)
             return 1
+        settle_heap()
         ca = tls_files.ca.absolute() if tls_files is not None and tls_files.ca else None
         if ca is not None:
             _say(f"HTTPS with a generated certificate: its CA is {ca} (boto3 verify=, aws "
