@@ -98,7 +98,10 @@ class MixedFigures:
 def _code(exc: Exception) -> str:
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return f"{status} {exc.response.get('Error', {}).get('Code', '')}"
+        error = exc.response.get("Error", {})
+        code = f"{status} {error.get('Code', '')}"
+        # a server error says which part refused (the breaker, the store, the cap)
+        return f"{code} ({error.get('Message', '')})" if status >= 500 else code
     return f"599 {type(exc).__name__}"
 
 
