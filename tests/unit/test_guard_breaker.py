@@ -99,6 +99,25 @@ def test_it_opens_when_the_slow_call_rate_reaches_the_threshold(clock: FakeClock
     assert b.state is OPEN
 
 
+def test_the_log_says_which_rule_opened_it(clock: FakeClock,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    # GIVEN calls of which half were slow and one failed
+    b = breaker(clock)
+    caplog.set_level("WARNING", logger="dmq.guard")
+    for _ in range(4):
+        call(b)
+    call(b, failed=True)
+    for _ in range(4):
+        call(b, duration=SLOW)
+    assert b.state is CLOSED
+    # WHEN the next slow call opens it
+    call(b, duration=SLOW)
+    # THEN the warning gives the window's rates: the slow calls, not the failures
+    assert b.state is OPEN
+    assert [r.getMessage() for r in caplog.records] == [
+        "circuit breaker a: OPEN (10% of the last 10 calls failed, 50% took over 100 ms)"]
+
+
 def test_a_call_at_the_threshold_is_not_slow(clock: FakeClock) -> None:
     b = breaker(clock)
     for _ in range(10):

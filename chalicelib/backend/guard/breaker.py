@@ -120,12 +120,13 @@ class CircuitBreaker:
             if self._shared.state is BreakerState.CLOSED:
                 self._window.add(failed, slow)
                 if self._tripped(self._window, self._settings.effective_minimum_calls):
-                    self._move(BreakerState.OPEN, now)
+                    self._move(BreakerState.OPEN, now, self._why(self._window))
             elif self._shared.state is BreakerState.HALF_OPEN:
                 self._probes.add(failed, slow)
                 if self._probes.calls >= self._settings.half_open_calls:
                     tripped = self._tripped(self._probes, self._settings.half_open_calls)
-                    self._move(BreakerState.OPEN if tripped else BreakerState.CLOSED, now)
+                    self._move(BreakerState.OPEN if tripped else BreakerState.CLOSED, now,
+                               self._why(self._probes))
         self._persist()
 
     # -- under the lock --------------------------------------------------------------------
@@ -155,13 +156,19 @@ class CircuitBreaker:
             return Permit(self._generation)
         return None
 
-    def _move(self, state: BreakerState, now: int) -> None:
-        """Change state here at once; the write to the store follows the lock."""
+    def _why(self, window: OutcomeWindow) -> str:
+        """What the window held when it decided: the log says which rule opened it."""
+        return (f" ({window.failure_rate_pct:.0f}% of the last {window.calls} calls failed, "
+                f"{window.slow_call_rate_pct:.0f}% took over {self._settings.slow_call_ms} ms)")
+
+    def _move(self, state: BreakerState, now: int, why: str = "") -> None:
+        """Change state here at once; the write to the store follows the lock. `why`:
+        the window's rates, for the log."""
         expected = self._shared.version
         self._enter(SharedState(state, now, expected + 1, self.instance))
         self._pending.append(_Change(expected, self._shared))
         log = logger.warning if state is BreakerState.OPEN else logger.info
-        log("circuit breaker %s: %s", self.name, state.value)
+        log("circuit breaker %s: %s%s", self.name, state.value, why)
 
     def _enter(self, shared: SharedState) -> None:
         """Take on a state: a new generation, empty windows, this instance's probes."""
