@@ -27,6 +27,8 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 # Settings the benchmark chooses itself; the caller's own would point DMQ elsewhere.
 # What the bench sets itself, and a deployed stage's settings, which a local server refuses.
+# What the server logs when it refuses requests 503: the breaker opening, a store error.
+REFUSAL_MARKS = ("circuit breaker", "store error")
 _DROPPED = ("DMQ_DATA_DIR", "DMQ_STORE", "DMQ_DYNAMODB_ENDPOINT", "DMQ_COUNT_DYNAMODB",
             "DMQ_CHAOS", "DMQ_CHAOS_SEED", "DMQ_MESSAGES_STREAM_ARN", "DMQ_QUEUES_STREAM_ARN",
             "DMQ_RECEIPT_KEY_PARAMETER", "DMQ_CONSOLE_KEY_PARAMETER")
@@ -48,6 +50,8 @@ class Server:
     port: int
     started: float  # time.perf_counter() just before the process was spawned
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
+    # the lines that say why requests were refused (breaker, store errors), kept apart
+    refusals: deque[str] = field(default_factory=lambda: deque(maxlen=40))
 
     @property
     def url(self) -> str:
@@ -61,6 +65,8 @@ class Server:
             assert self.process.stdout is not None
             for line in self.process.stdout:
                 self.tail.append(line)
+                if any(mark in line for mark in REFUSAL_MARKS):
+                    self.refusals.append(line)
 
         threading.Thread(target=read, name=f"bench-{self.name}-output", daemon=True).start()
 

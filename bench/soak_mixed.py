@@ -342,8 +342,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server.start()
         # on the store itself: the proxy would slow it
-        server.start_dmq(counted=False, self_counting=args.count_store)
+        dmq = server.start_dmq(counted=False, self_counting=args.count_store)
         figures = _drive(server, args)
+        if figures.server_errors:
+            print("what the server logged of its refusals (the last 40):\n"
+                  + "".join(dmq.refusals), flush=True)
     finally:
         server.stop()
     args.json.parent.mkdir(parents=True, exist_ok=True)
