@@ -12,13 +12,11 @@ messages survive restarts and crashes.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import logging
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +28,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from dmqlocal.child_process import die_with_parent, end_child, watch_child
 from dmqlocal.loops import PeriodicLoop
 
 logger = logging.getLogger("dmq.dynamodb_local")
@@ -197,41 +196,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def watch_child(process: subprocess.Popen[bytes], name: str, stopping: threading.Event,
-                on_exit: Callable[[int], None] | None) -> None:
-    """Call `on_exit(code)` from a daemon thread if the child ends while `stopping` is not
-    set (a store that died under the server)."""
-    def watch() -> None:
-        code = process.wait()
-        if not stopping.is_set() and on_exit is not None:
-            on_exit(code)
-
-    threading.Thread(target=watch, name=name, daemon=True).start()
-
-
-def end_child(process: subprocess.Popen[bytes], at_once: bool, timeout_s: float) -> None:
-    """Stop a child process: SIGTERM and a bounded wait, then SIGKILL (`at_once`: SIGKILL
-    straight away); returns once it has exited."""
-    if process.poll() is not None:
-        return
-    if at_once:
-        process.kill()
-    else:
-        process.terminate()
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=timeout_s)
-
-
-def die_with_parent() -> None:
-    """In the child: get SIGKILL when the parent dies (kill -9 leaves no orphan on Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class DynamoDBLocal:

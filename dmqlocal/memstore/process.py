@@ -11,12 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from dmqlocal.dynamodb_local import (
-    StartCancelledError,
-    die_with_parent,
-    end_child,
-    watch_child,
-)
+from dmqlocal.child_process import die_with_parent, end_child, watch_child
+from dmqlocal.dynamodb_local import StartCancelledError
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 2.0
