@@ -115,13 +115,13 @@ class Lifecycle:
             _say(f"DMQ could not start ({type(exc).__name__}: {exc}). {self._see_log()}",
                  error=True)
             return 1
-        settle_heap()
         ca = tls_files.ca.absolute() if tls_files is not None and tls_files.ca else None
         if ca is not None:
             _say(f"HTTPS with a generated certificate: its CA is {ca} (boto3 verify=, aws "
                  "--ca-bundle, AWS_CA_BUNDLE or SSL_CERT_FILE).")
         self._folder.announce(url, local.auth_mode, ca)
         _say(f"{READY} {url} ({local.store_description}). Ctrl-C stops it.")
+        settle_heap()  # a full collection: after the ready line, not before it
         while not self._requests.requested:
             self._requests.wait(1.0)
         return 0
