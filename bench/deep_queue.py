@@ -24,7 +24,12 @@ shows all N. Then:
   it (it must find nothing), and the time until the queue's counts show no message
   (target: within 60 s, as SQS's purge; the removal runs in the background), and the
   time until the store itself holds none of the queue's messages (a Query of one item on
-  the queue's partition in DynamoDB Local, every 2 s; target: within 60 s).
+  the queue's partition in DynamoDB Local, every 2 s; target: within 60 s);
+- before the purge, the store's own floor for that removal: 20,000 more messages in a
+  queue of their own, filled and then deleted straight in DynamoDB Local as fast as it
+  takes them (pages of 1,000 keys, 25 deletes to a BatchWriteItem, eight writers;
+  `bench.stop_time.empty`), and the time the deep queue's messages would take at that
+  rate: no removal through the store's API can beat it.
 
     python -m bench.deep_queue [--messages 1000000] [--calls 200] [--json FILE]
                                [--purge-wait SECONDS]
@@ -44,7 +49,7 @@ from typing import Any
 
 from bench.servers import Server, start_dmq, wait_idle
 from bench.sqs import sqs_client
-from bench.stop_time import fill, sigterm, store_client, store_endpoint
+from bench.stop_time import empty, fill, sigterm, store_client, store_endpoint
 from bench.timing import percentile
 from chalicelib.backend.items import partition_key
 from chalicelib.settings import Settings
@@ -62,6 +67,7 @@ COUNT_TIMEOUT_S = 600.0
 VISIBILITY_S = 3600
 PURGE_ANSWER_S = 1.0
 PURGE_GONE_S = 60.0
+FLOOR_MESSAGES = 20_000
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ class DeepResult:
     received_after_purge: int  # messages a receive right after the purge returned
     purge_gone_s: float | None  # until the counts showed none (None: not within the wait)
     purge_removed_s: float | None  # until the store held none of them (None: not in the wait)
+    delete_floor_rate: float  # messages a second the store deleted, straight and alone
 
     def rows(self) -> list[tuple[str, str, str, bool | None]]:
         """(figure, value, target, passed) per figure."""
@@ -122,6 +129,10 @@ class DeepResult:
              "not within the wait" if self.purge_removed_s is None
              else f"{self.purge_removed_s:.1f} s", f"<= {PURGE_GONE_S:g} s",
              self.purge_removed_s is not None and self.purge_removed_s <= PURGE_GONE_S),
+            (f"the store's delete floor ({FLOOR_MESSAGES:,} messages straight in the store, "
+             "8 writers), and the deep queue's messages at that rate",
+             f"{self.delete_floor_rate:,.0f} a second; "
+             f"{self.messages / self.delete_floor_rate:,.0f} s", "-", None),
         ]
 
 
@@ -247,6 +258,19 @@ def _held(dynamodb: Any, url: str) -> bool:
     return bool(found.get("Items"))
 
 
+def _delete_floor(sqs: Any, dynamodb: Any, server: Server) -> float:
+    """Messages a second the store deletes, straight and with nothing else asking it: a
+    queue of `FLOOR_MESSAGES` filled, counted in, then emptied (`bench.stop_time.empty`)."""
+    url = sqs.create_queue(QueueName="dmq-bench-floor")["QueueUrl"]
+    fill(dynamodb, _queue_id(url), FLOOR_MESSAGES, body_bytes=BODY_BYTES)
+    wait_idle(server.process.pid, timeout_s=SETTLE_TIMEOUT_S)
+    emptied = empty(dynamodb, _queue_id(url))
+    wait_idle(server.process.pid, timeout_s=SETTLE_TIMEOUT_S)
+    if emptied.messages != FLOOR_MESSAGES:
+        raise RuntimeError(f"the floor deleted {emptied.messages:,} of {FLOOR_MESSAGES:,}")
+    return round(emptied.rate)
+
+
 def _queue_id(url: str) -> str:
     return "/".join(url.rsplit("/", 2)[-2:])
 
@@ -295,6 +319,8 @@ def run(messages: int, calls: int, purge_wait_s: float | None = None) -> DeepRes
                   + ", ".join(f"{name} {_p50_ms(samples)}" for name, samples in taken.items())
                   + f"; {stored:,} kept; purging", flush=True)
             dynamodb = store_client(store_endpoint(again.process.pid), data_dir)
+            floor_rate = _delete_floor(sqs, dynamodb, again)
+            print(f"  the store's delete floor: {floor_rate:,.0f} a second", flush=True)
             wait_s = (max(PURGE_GONE_S * 5, messages / 500) if purge_wait_s is None
                       else purge_wait_s)
             purged = _purge(sqs, dynamodb, urls["deep"], wait_s)
@@ -312,7 +338,8 @@ def run(messages: int, calls: int, purge_wait_s: float | None = None) -> DeepRes
         attributes_p50_ms=_p50_ms(taken["attributes deep"]),
         attributes_empty_p50_ms=_p50_ms(taken["attributes empty"]),
         stored_after=stored, returned=returned, purge_answer_s=purged[0],
-        received_after_purge=purged[1], purge_gone_s=purged[2], purge_removed_s=purged[3])
+        received_after_purge=purged[1], purge_gone_s=purged[2], purge_removed_s=purged[3],
+        delete_floor_rate=floor_rate)
 
 
 def main(argv: Sequence[str] | None = None) -> DeepResult:

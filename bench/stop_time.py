@@ -110,14 +110,24 @@ def message_items(queue_id: str, count: int, body: str, now_ms: int) -> list[dic
 
 
 def _write(dynamodb: Any, table: str, batch: list[dict[str, Any]]) -> None:
-    requests: dict[str, Any] = {table: [{"PutRequest": {"Item": i}} for i in batch]}
+    _batch_write(dynamodb, {table: [{"PutRequest": {"Item": i}} for i in batch]})
+
+
+def _delete(dynamodb: Any, table: str, keys: list[dict[str, Any]]) -> int:
+    _batch_write(dynamodb, {table: [{"DeleteRequest": {"Key": k}} for k in keys]})
+    return len(keys)
+
+
+def _batch_write(dynamodb: Any, requests: dict[str, Any]) -> None:
+    """One BatchWriteItem, its unprocessed requests sent again (a bounded number of times,
+    backing off)."""
     for attempt in range(RETRIES):
         left = dynamodb.batch_write_item(RequestItems=requests).get("UnprocessedItems")
         if not left:
             return
         requests = left
         time.sleep(0.05 * 2 ** attempt)
-    raise RuntimeError("BatchWriteItem left items unprocessed")
+    raise RuntimeError("BatchWriteItem left requests unprocessed")
 
 
 def fill(dynamodb: Any, queue_id: str, count: int, *, body_bytes: int = 256,
@@ -141,6 +151,33 @@ def fill(dynamodb: Any, queue_id: str, count: int, *, body_bytes: int = 256,
             if progress is not None and written % 10_000 < BATCH:
                 progress(written)
     return FillResult(written, time.perf_counter() - started)
+
+
+def empty(dynamodb: Any, queue_id: str, *, threads: int = 8) -> FillResult:
+    """Delete every message of the queue's shard 0 straight in the store, as fast as it
+    takes them: its keys read a page of 1,000 at a time, each page's deletes sent 25 to a
+    BatchWriteItem from `threads` writers. The floor of a purge's removal: the same reads
+    and deletes on the same table, with nothing else asking the store."""
+    table = Settings().messages_table
+    values = {":pk": {"S": items.partition_key(queue_id, 0)}}
+    started = time.perf_counter()
+    deleted = 0
+    start: dict[str, Any] | None = None
+    with ThreadPoolExecutor(threads) as pool:
+        while True:
+            request: dict[str, Any] = {
+                "TableName": table, "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": values, "ProjectionExpression": "pk, sk",
+                "Limit": 1000}
+            if start:
+                request["ExclusiveStartKey"] = start
+            page = dynamodb.query(**request)
+            keys = [{"pk": i["pk"], "sk": i["sk"]} for i in page.get("Items", [])]
+            batches = [keys[i:i + BATCH] for i in range(0, len(keys), BATCH)]
+            deleted += sum(pool.map(lambda b: _delete(dynamodb, table, b), batches))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return FillResult(deleted, time.perf_counter() - started)
 
 
 @dataclass(frozen=True)
