@@ -56,15 +56,16 @@ RETRIES = 8
 
 
 @dataclass(frozen=True)
-class FillResult:
-    """How many messages were written and how long it took."""
+class StoreWrites:
+    """How many messages were written (or deleted) straight in the store, and how long it
+    took."""
 
     messages: int
     seconds: float
 
     @property
     def rate(self) -> float:
-        """Messages written per second."""
+        """Messages written (or deleted) per second."""
         return self.messages / self.seconds if self.seconds else 0.0
 
 
@@ -131,7 +132,7 @@ def _batch_write(dynamodb: Any, requests: dict[str, Any]) -> None:
 
 
 def fill(dynamodb: Any, queue_id: str, count: int, *, body_bytes: int = 256,
-         threads: int = 8, progress: Callable[[int], None] | None = None) -> FillResult:
+         threads: int = 8, progress: Callable[[int], None] | None = None) -> StoreWrites:
     """Write `count` messages into the queue's shard 0 (the server's stream pump counts
     them in)."""
     settings = Settings()
@@ -150,14 +151,15 @@ def fill(dynamodb: Any, queue_id: str, count: int, *, body_bytes: int = 256,
             written += n
             if progress is not None and written % 10_000 < BATCH:
                 progress(written)
-    return FillResult(written, time.perf_counter() - started)
+    return StoreWrites(written, time.perf_counter() - started)
 
 
-def empty(dynamodb: Any, queue_id: str, *, threads: int = 8) -> FillResult:
+def empty(dynamodb: Any, queue_id: str, *, threads: int = 8) -> StoreWrites:
     """Delete every message of the queue's shard 0 straight in the store, as fast as it
     takes them: its keys read a page of 1,000 at a time, each page's deletes sent 25 to a
-    BatchWriteItem from `threads` writers. The floor of a purge's removal: the same reads
-    and deletes on the same table, with nothing else asking the store."""
+    BatchWriteItem from `threads` writers. The floor of a purge's removal: the same deletes
+    on the same table, the least reading that finds their keys (the table's own keys, not
+    the index a purge reads for each message's weight), and nothing else asking the store."""
     table = Settings().messages_table
     values = {":pk": {"S": items.partition_key(queue_id, 0)}}
     started = time.perf_counter()
@@ -177,7 +179,7 @@ def empty(dynamodb: Any, queue_id: str, *, threads: int = 8) -> FillResult:
             deleted += sum(pool.map(lambda b: _delete(dynamodb, table, b), batches))
             start = page.get("LastEvaluatedKey")
             if not start:
-                return FillResult(deleted, time.perf_counter() - started)
+                return StoreWrites(deleted, time.perf_counter() - started)
 
 
 @dataclass(frozen=True)
