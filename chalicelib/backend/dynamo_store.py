@@ -371,18 +371,46 @@ class DynamoMessageStore:
             if not start:
                 return
 
-    def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
+    def peek(self, queue_id: str, shard: int, limit: int, purged_ms: int = 0) -> list[Message]:
         """The oldest by `sent_ms` among the first PEEK_SAMPLE items of the shard, in one
         Query: message ids do not sort in send order (a deduplicated send's id is a hash),
-        so a shard holding more is sampled. Bodies in S3 are loaded for those returned."""
+        so a shard holding more is sampled. Bodies in S3 are loaded for those returned.
+
+        After a purge (`purged_ms`) the sample is read from the visibility index past the
+        purge instead: a message that was visible by then was sent before it, so a purged
+        backlog that its removal has not reached yet cannot fill the sample. Index entries
+        that do not hold the whole message (wide ones) are read back in one
+        BatchGetItem."""
+        values: dict[str, Any] = {":pk": {"S": items.partition_key(queue_id, shard)}}
+        request: dict[str, Any] = {"TableName": self.table, "KeyConditionExpression": "pk = :pk",
+                                   "ExpressionAttributeValues": values,
+                                   "Limit": max(limit, PEEK_SAMPLE)}
+        if purged_ms:
+            values[":purged"] = {"N": str(purged_ms)}
+            request.update(IndexName=VISIBLE_INDEX,
+                           KeyConditionExpression="pk = :pk AND visible_at > :purged")
         with translate_errors():
-            result = self._db.query(
-                TableName=self.table, KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues={":pk": {"S": items.partition_key(queue_id, shard)}},
-                Limit=max(limit, PEEK_SAMPLE),
-            )
+            result = self._db.query(**request)
         oldest = sorted(result.get("Items", []), key=_send_order)[:limit]
+        if purged_ms:
+            oldest = self._whole_items(queue_id, shard, oldest)
         return [self._load(item) for item in oldest]
+
+    def _whole_items(self, queue_id: str, shard: int, found: list[Item]) -> list[Item]:
+        """Index entries as whole items: those that do not hold the whole message are read
+        back in one BatchGetItem (one deleted since the index was read is left out)."""
+        wanted = [str(item["sk"]["S"]) for item in found if not items.is_whole(item)]
+        if not wanted:
+            return found
+        read = {str(item["sk"]["S"]): item
+                for item in self._moves.read(queue_id, shard, wanted)}
+        whole: list[Item] = []
+        for item in found:
+            if items.is_whole(item):
+                whole.append(item)
+            elif (again := read.get(str(item["sk"]["S"]))) is not None:
+                whole.append(again)
+        return whole
 
     def is_empty(self, queue_id: str, shard: int) -> bool:
         """One index Query of at most one key: every live message has a `visible_at`."""

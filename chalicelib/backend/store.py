@@ -119,10 +119,12 @@ class MessageStore(Protocol):
         by any claim), and of a message whose timeout passed under its latest claim."""
         ...
 
-    def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
+    def peek(self, queue_id: str, shard: int, limit: int, purged_ms: int = 0) -> list[Message]:
         """The oldest messages of a shard by send time (`sent_ms`, then id), without
         claiming them. Message ids do not sort in send order, so a store that cannot
-        read a whole shard at a bounded cost returns the oldest of a bounded sample."""
+        read a whole shard at a bounded cost returns the oldest of a bounded sample. With
+        the queue's last purge (`purged_ms`), the sample leaves out what that purge's
+        removal has still to delete, however much it is."""
         ...
 
     def count(self, queue_id: str, shard: int, now_ms: int) -> Counts:

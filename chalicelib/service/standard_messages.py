@@ -225,7 +225,8 @@ class StandardMessages:
         now = self._clock.now_ms()
         found: list[Message] = []
         for shard in queue.shards:
-            found += self._stores.of(shard.cluster).peek(queue.queue_id, shard.id, limit)
+            found += self._stores.of(shard.cluster).peek(queue.queue_id, shard.id, limit,
+                                                         queue.purged_ms)
         live = [m for m in found if not m.is_expired(now) and m.sent_ms > queue.purged_ms]
         return sorted(live, key=lambda m: (m.sent_ms, m.message_id))[:limit]
 

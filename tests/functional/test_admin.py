@@ -43,3 +43,27 @@ def test_admin_on_a_missing_queue_is_a_404_with_the_sqs_code(dmq: Client) -> Non
     response = admin_call(dmq, "GET", "/admin/queues/000000000000/nope")
     assert response.status_code == 404
     assert response.json_body["code"] == "QueueDoesNotExist"
+
+
+def test_a_peek_after_a_purge_shows_the_messages_sent_since_while_the_backlog_is_removed(
+        sqs: Any, dmq: Client, clock: FakeClock) -> None:
+    # GIVEN a backlog wider than a peek's sample, purged (its removal not yet run), and
+    # messages sent after the purge
+    url = sqs.create_queue(QueueName="purged-backlog")["QueueUrl"]
+    for start in range(0, 250, 10):
+        clock.advance(0.001)
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": f"old {start + i}"} for i in range(10)])
+    clock.advance(0.001)
+    sqs.purge_queue(QueueUrl=url)
+    clock.advance(0.001)
+    wide = "w" * 3000  # its index entry does not hold its body
+    bodies = ["new 0", wide, "new 2"]
+    ids = [_send(sqs, url, body, clock) for body in bodies]
+    # WHEN an admin peeks
+    peeked = admin_call(dmq, "GET",
+                        "/admin/queues/000000000000/purged-backlog/messages?limit=10").json_body
+    # THEN the messages sent since the purge show, oldest first, whole, and no purged one
+    assert [m["message_id"] for m in peeked["messages"]] == ids
+    assert [m["body"][:5] for m in peeked["messages"]] == ["new 0", "wwwww", "new 2"]
+    assert peeked["messages"][1]["body_truncated"] is True

@@ -133,8 +133,9 @@ class MemoryStore:
             delayed=sum(1 for m in messages if m.visible_at > now_ms and not m.receive_count),
         )
 
-    def peek(self, queue_id: str, shard: int, limit: int) -> list[Message]:
-        return sorted(self._shard(queue_id, shard).values(),
+    def peek(self, queue_id: str, shard: int, limit: int, purged_ms: int = 0) -> list[Message]:
+        return sorted((m for m in self._shard(queue_id, shard).values()
+                       if m.sent_ms > purged_ms),
                       key=lambda m: (m.sent_ms, m.message_id))[:limit]
 
     def loads(self, shards: Sequence[tuple[str, int]], now_ms: int,
