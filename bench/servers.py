@@ -27,8 +27,8 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 # What the server logs when it refuses requests 503: the breaker opening, a store error.
 REFUSAL_MARKS = ("circuit breaker", "store error")
-# Settings the benchmark chooses itself; the caller's own would point DMQ elsewhere.
-# What the bench sets itself, and a deployed stage's settings, which a local server refuses.
+# What the bench sets itself (the caller's own would point DMQ elsewhere), and a deployed
+# stage's settings, which a local server refuses.
 _DROPPED = ("DMQ_DATA_DIR", "DMQ_STORE", "DMQ_DYNAMODB_ENDPOINT", "DMQ_COUNT_DYNAMODB",
             "DMQ_CHAOS", "DMQ_CHAOS_SEED", "DMQ_MESSAGES_STREAM_ARN", "DMQ_QUEUES_STREAM_ARN",
             "DMQ_RECEIPT_KEY_PARAMETER", "DMQ_CONSOLE_KEY_PARAMETER")
